@@ -1,0 +1,1 @@
+"""Chat: a threaded TCP chat server and three scripted client processes."""
