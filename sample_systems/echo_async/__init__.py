@@ -1,0 +1,1 @@
+"""Echo (asyncio): an asyncio TCP echo server and two pipelining client processes."""
