@@ -1,0 +1,1 @@
+"""Task pipeline: ZeroMQ ventilator -> workers -> sink (the classic PUSH/PULL fan-out)."""
