@@ -55,9 +55,7 @@ async def handle_connection(
 async def serve_until_done(expected_clients: int) -> EchoStats:
     """Serve on an OS-chosen port until every expected client has finished."""
     stats = EchoStats(expected_clients)
-    server = await asyncio.start_server(
-        functools.partial(handle_connection, stats), "127.0.0.1", 0
-    )
+    server = await asyncio.start_server(functools.partial(handle_connection, stats), "127.0.0.1", 0)
     async with server:
         announce_ready(server.sockets[0].getsockname()[1])
         await asyncio.wait_for(stats.all_done.wait(), SERVE_TIMEOUT_S)

@@ -1,0 +1,1 @@
+"""Parameter server: data-parallel logistic regression over ZeroMQ (the demo subject)."""
