@@ -1,0 +1,1 @@
+"""Replicated key-value store: primary/backup replication with a client-driven failover."""
