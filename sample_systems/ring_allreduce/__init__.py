@@ -1,0 +1,1 @@
+"""Ring all-reduce: data-parallel training, multiprocessing spawn, TCP between neighbours."""
