@@ -1,0 +1,105 @@
+"""``distea run -- CMD``: record a run, then summarise what was recorded."""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+import click
+from rich.console import Console
+from rich.tree import Tree
+
+from distea.launcher import LaunchError, RunOutcome, TraceOptions, trace_command
+from distea.model import ProcessInfo, RunData
+from distea.traceformat import TraceFormatError, load_run
+
+
+@click.command(context_settings={"ignore_unknown_options": True})
+@click.option("-o", "--output", type=click.Path(path_type=Path),
+              help="Run directory to write (default: .distea/runs/<id>).")
+@click.option("--mode", type=click.Choice(["compact", "full"]), default="compact",
+              show_default=True,
+              help="compact: first/last clock per method; full: every entry and exit too.")
+@click.option("--include", multiple=True, metavar="GLOB",
+              help="Also trace modules or files matching GLOB (repeatable).")
+@click.option("--exclude", multiple=True, metavar="GLOB",
+              help="Do not trace modules or files matching GLOB (repeatable).")
+@click.option("--flush-timeout", type=float, default=10.0, show_default=True,
+              help="Seconds to wait after the command for processes still flushing.")
+@click.option("-q", "--quiet", is_flag=True, help="Print no summary.")
+@click.argument("command", nargs=-1, required=True, type=click.UNPROCESSED)
+def run(output: Path | None, mode: str, include: tuple[str, ...], exclude: tuple[str, ...],
+        flush_timeout: float, quiet: bool, command: tuple[str, ...]) -> None:
+    """Run COMMAND with every Python process it starts traced.
+
+    \b
+    Example:
+      distea run -- python app.py --port 0
+    The command's output and exit status are its own; the summary goes to stderr.
+    """
+    options = TraceOptions(mode=mode, include=include, exclude=exclude,
+                           flush_timeout=flush_timeout)
+    try:
+        outcome = trace_command(list(command), output, options)
+    except LaunchError as exc:
+        click.echo(f"distea: {exc}", err=True)
+        sys.exit(exc.exit_code)
+    if not quiet:
+        print_summary(outcome, Console(stderr=True))
+    sys.exit(outcome.exit_code)
+
+
+def print_summary(outcome: RunOutcome, console: Console) -> None:
+    try:
+        data = load_run(outcome.run_dir)
+    except TraceFormatError as exc:
+        console.print(f"[red]distea: the run could not be read back: {exc}[/]")
+        return
+    messages = sum(len(m) for m in data.messages.values())
+    methods = {name for execs in data.executions.values() for name in execs}
+    console.print(
+        f"\n[bold]distea[/] recorded [bold]{len(data.processes)}[/] processes, "
+        f"[bold]{len(methods)}[/] methods, [bold]{messages}[/] message events "
+        f"in {outcome.duration_s:.1f}s → {outcome.run_dir}"
+    )
+    console.print(process_tree(data))
+    for child in data.untraced:
+        console.print(f"[yellow]untraced child[/] pid {child.pid}: {' '.join(child.argv)[:60]}"
+                      f" — {child.reason}")
+    for problem in data.problems:
+        console.print(f"[yellow]lost:[/] {problem}")
+    for key in outcome.still_open:
+        console.print(f"[yellow]still running or unflushed at the end:[/] {key}")
+    example = _example_query(data)
+    console.print(f"next: [cyan]distea impact {example}[/]   or   [cyan]distea show[/]")
+
+
+def process_tree(data: RunData) -> Tree:
+    """Processes nested under the process that started them."""
+    by_token: dict[str, str] = {}
+    for key, events in data.messages.items():
+        for event in events:
+            if event.kind == "proc" and event.direction == "send":
+                by_token[event.channel] = key
+    children: dict[str | None, list[ProcessInfo]] = {}
+    for info in data.processes.values():
+        parent = by_token.get(info.parent_token or "")
+        children.setdefault(parent, []).append(info)
+    tree = Tree("run")
+
+    def add(node: Tree, parent: str | None) -> None:
+        for info in sorted(children.get(parent, []), key=lambda p: p.started_ns):
+            count = len(data.executions.get(info.key, {}))
+            ending = "" if info.complete else " [red](incomplete)[/]"
+            branch = node.add(f"[bold]{info.role}[/] pid {info.pid} · {info.start_method} · "
+                              f"{count} methods{ending}")
+            add(branch, info.key)
+
+    add(tree, None)
+    return tree
+
+
+def _example_query(data: RunData) -> str:
+    names = sorted({n for execs in data.executions.values() for n in execs
+                    if not n.endswith("<module>")})
+    return names[0] if names else "module.function"

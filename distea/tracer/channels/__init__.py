@@ -1,0 +1,1 @@
+"""One interceptor module per transport; each implements ``session.Channel``."""

@@ -1,0 +1,182 @@
+"""Process lifecycle as message passing: spawn/fork/exec → child start, exit → wait.
+
+- Spawns (``subprocess``, multiprocessing spawn/forkserver, ``posix_spawn``)
+  all reach ``_posixsubprocess.fork_exec`` or ``os.posix_spawn*``; the
+  wrapper records a ``proc`` send and hands the child its token in the
+  environment it is started with.
+- ``os.fork`` is handled by the session's at-fork hooks.
+- ``exec*`` of a new image: the old image records the send and ends its
+  trace; the new one, traced again through the environment, receives it.
+- ``os._exit`` flushes first: forked multiprocessing children end that way
+  and would otherwise lose everything since their last flush.
+- ``wait*`` returning a child's pid is the receive of that child's ``exit``.
+- A Python child started with ``-I``, ``-S`` or ``-E`` ignores the
+  environment that carries the tracer: recorded as untraced with the reason.
+"""
+
+from __future__ import annotations
+
+import os
+import socket
+from collections.abc import Sequence
+from typing import Any
+
+from distea.tracer.channels.patching import Patches
+from distea.tracer.config import PARENT_TOKEN_ENV, START_METHOD_ENV
+from distea.tracer.session import TracerSession
+
+UNTRACEABLE_FLAGS = {"-I": "isolated mode (-I)", "-S": "site disabled (-S)",
+                     "-E": "environment ignored (-E)"}
+EXEC_NAMES = ("execv", "execve")
+WAIT_NAMES = ("waitpid", "wait", "wait3", "wait4")
+
+
+def _is_python(argv: Sequence[Any]) -> bool:
+    name = os.path.basename(os.fsdecode(argv[0])) if argv else ""
+    return name.startswith("python")
+
+
+def untraceable_reason(argv: Sequence[Any]) -> str | None:
+    """Why a Python command line will not load the tracer, or None."""
+    if not _is_python(argv):
+        return None
+    for arg in argv[1:]:
+        text = os.fsdecode(arg)
+        if not text.startswith("-") or text.startswith("--"):
+            break
+        for flag, reason in UNTRACEABLE_FLAGS.items():
+            if flag[1] in text[1:] and not text.startswith(("-c", "-m", "-W", "-X")):
+                return reason
+    return None
+
+
+def _decoded(argv: Sequence[Any]) -> list[str]:
+    return [os.fsdecode(a) for a in argv]
+
+
+def _with_token(env: Any, token: str, method: str | None) -> list[bytes]:
+    """The child's environment list with our token (and start method) set."""
+    items = [e for e in (env if env is not None else _environ_list())
+             if not e.startswith((PARENT_TOKEN_ENV.encode(), START_METHOD_ENV.encode()))]
+    items.append(f"{PARENT_TOKEN_ENV}={token}".encode())
+    if method:
+        items.append(f"{START_METHOD_ENV}={method}".encode())
+    return items
+
+
+def _environ_list() -> list[bytes]:
+    return [k + b"=" + v for k, v in os.environb.items()]
+
+
+def _spawn_method(argv: list[str]) -> str | None:
+    """multiprocessing's children say what started them on their command line."""
+    joined = " ".join(argv)
+    if "multiprocessing.forkserver" in joined:
+        return "forkserver"
+    if "multiprocessing.spawn" in joined or "--multiprocessing-fork" in joined:
+        return "spawn"
+    return None
+
+
+class ProcessChannel:
+    def __init__(self) -> None:
+        self.patches = Patches()
+        self.session: TracerSession | None = None
+
+    def install(self, session: TracerSession) -> None:
+        import _posixsubprocess
+
+        self.session = session
+        original_fork_exec = self.patches.replace(
+            _posixsubprocess, "fork_exec", self._wrap_fork_exec(_posixsubprocess.fork_exec))
+        subprocess = __import__("sys").modules.get("subprocess")
+        if subprocess is not None and getattr(subprocess, "_fork_exec", None) is original_fork_exec:
+            self.patches.replace(subprocess, "_fork_exec", _posixsubprocess.fork_exec)
+        for name in ("posix_spawn", "posix_spawnp"):
+            if hasattr(os, name):
+                self.patches.replace(os, name, self._wrap_posix_spawn(getattr(os, name)))
+        for name in EXEC_NAMES:
+            self.patches.replace(os, name, self._wrap_exec(getattr(os, name)))
+        for name in WAIT_NAMES:
+            if hasattr(os, name):
+                self.patches.replace(os, name, self._wrap_wait(getattr(os, name), name))
+        self.patches.replace(os, "_exit", self._wrap_exit(os._exit))
+
+    def uninstall(self) -> None:
+        self.patches.restore()
+
+    def _announce(self, argv: list[str], env: Any) -> tuple[Any, str | None]:
+        """Record a spawn; return the environment to start the child with."""
+        session = self.session
+        if session is None or session.finished:
+            return env, None
+        reason = untraceable_reason(argv)
+        if reason is not None:
+            session.untraced(None, argv, reason)
+        token = session.spawn_token({"argv": argv[:8]})
+        return _with_token(env, token, _spawn_method(argv)), token
+
+    def _wrap_fork_exec(self, original: Any) -> Any:
+        def fork_exec(args: Any, executable_list: Any, close_fds: Any, pass_fds: Any,
+                      cwd: Any, env: Any, *rest: Any) -> Any:
+            try:
+                env, _ = self._announce(_decoded(args), env)
+            except Exception:
+                if self.session is not None:
+                    self.session.errors += 1
+            return original(args, executable_list, close_fds, pass_fds, cwd, env, *rest)
+
+        return fork_exec
+
+    def _wrap_posix_spawn(self, original: Any) -> Any:
+        def posix_spawn(path: Any, argv: Any, env: Any, *args: Any, **kwargs: Any) -> Any:
+            try:
+                new_env, token = self._announce(_decoded(argv), None)
+                if token is not None:
+                    env = dict(env)
+                    env[PARENT_TOKEN_ENV] = token
+            except Exception:
+                if self.session is not None:
+                    self.session.errors += 1
+            return original(path, argv, env, *args, **kwargs)
+
+        return posix_spawn
+
+    def _wrap_exec(self, original: Any) -> Any:
+        def execv(path: Any, args: Any, *env_args: Any) -> Any:
+            session = self.session
+            if session is not None and not session.finished:
+                try:
+                    token = session.spawn_token({"exec": _decoded(args)[:8]})
+                    if env_args:
+                        env_args = ({**env_args[0], PARENT_TOKEN_ENV: token,
+                                     START_METHOD_ENV: "exec"},)
+                    else:
+                        os.environ[PARENT_TOKEN_ENV] = token
+                        os.environ[START_METHOD_ENV] = "exec"
+                    session.finish("exec")
+                except Exception:
+                    session.errors += 1
+            return original(path, args, *env_args)
+
+        return execv
+
+    def _wrap_wait(self, original: Any, name: str) -> Any:
+        def wait(*args: Any, **kwargs: Any) -> Any:
+            result = original(*args, **kwargs)
+            session = self.session
+            pid = result[0]
+            if pid > 0 and session is not None and not session.finished:
+                session.guarded(lambda: session.recv("exit", f"{socket.gethostname()}:{pid}",
+                                                     0, 1, {"call": name}))
+            return result
+
+        return wait
+
+    def _wrap_exit(self, original: Any) -> Any:
+        def _exit(status: int) -> None:
+            if self.session is not None:
+                self.session.finish("os._exit")
+            original(status)
+
+        return _exit

@@ -1,0 +1,182 @@
+"""Stream sockets (TCP, Unix) and SSL, sync and asyncio.
+
+asyncio's selector transports and ``loop.sock_*`` call the same
+``socket.socket`` methods, so patching the class covers both. ``ssl``
+sockets bypass ``socket.send``/``recv`` (OpenSSL writes the descriptor
+itself), so ``SSLSocket.send``/``read`` are patched too and count plaintext
+offsets; asyncio's SSL goes through a memory BIO and plain socket calls, so
+it is seen as the ciphertext stream, equally consistent at both ends.
+
+A channel is one direction of one connection, named ``SRC>DST`` from
+addresses both ends can see. Unix sockets often have an unnamed end; it is
+named by its owner's pid, which the other end learns through SO_PEERCRED.
+A thread-local guard keeps nested calls (``SSLSocket.send`` falling back on
+``socket.send``) from being counted twice.
+"""
+
+from __future__ import annotations
+
+import os
+import socket
+import ssl
+import struct
+import weakref
+from typing import Any
+
+from distea.tracer.channels.patching import Patches
+from distea.tracer.session import TracerSession
+
+STREAM_SENDS = ("send", "sendall", "sendmsg")
+STREAM_RECVS = ("recv", "recv_into", "recvmsg", "recvmsg_into")
+PEERCRED = struct.Struct("3i")
+
+
+class _Stream:
+    """Per-socket state: its two channel names and the bytes moved each way."""
+
+    __slots__ = ("incoming", "kind", "outgoing", "received", "sent")
+
+    def __init__(self, kind: str, outgoing: str, incoming: str) -> None:
+        self.kind = kind
+        self.outgoing = outgoing
+        self.incoming = incoming
+        self.sent = 0
+        self.received = 0
+
+
+def _address(addr: Any) -> str:
+    if isinstance(addr, tuple):
+        return f"{addr[0]}:{addr[1]}"
+    if isinstance(addr, bytes):
+        return addr.decode(errors="replace")
+    return str(addr)
+
+
+def _unix_names(sock: socket.socket) -> tuple[str, str]:
+    local, peer = sock.getsockname(), sock.getpeername()
+    try:
+        peer_pid = PEERCRED.unpack(
+            sock.getsockopt(socket.SOL_SOCKET, socket.SO_PEERCRED, PEERCRED.size))[0]
+    except OSError:
+        peer_pid = 0
+    return (_address(local) or f"pid{os.getpid()}", _address(peer) or f"pid{peer_pid}")
+
+
+def describe(sock: socket.socket, kind: str) -> _Stream | None:
+    """Channel names for a connected stream socket, or None if not a stream we follow."""
+    try:
+        if sock.type != socket.SOCK_STREAM:
+            return None
+        if sock.family == socket.AF_UNIX:
+            local, peer = _unix_names(sock)
+            kind = "ssl" if kind == "ssl" else "unix"
+        elif sock.family in (socket.AF_INET, socket.AF_INET6):
+            local, peer = _address(sock.getsockname()), _address(sock.getpeername())
+        else:
+            return None
+    except OSError:
+        return None
+    return _Stream(kind, f"{local}>{peer}", f"{peer}>{local}")
+
+
+class SocketChannel:
+    def __init__(self) -> None:
+        self.patches = Patches()
+        self.streams: weakref.WeakKeyDictionary[socket.socket, _Stream | None] = (
+            weakref.WeakKeyDictionary())
+
+    def install(self, session: TracerSession) -> None:
+        self.session = session
+        for name in STREAM_SENDS:
+            self._patch_send(socket.socket, name, "tcp")
+        for name in STREAM_RECVS:
+            self._patch_recv(socket.socket, name, "tcp")
+        self._patch_send(ssl.SSLSocket, "send", "ssl")
+        self._patch_recv(ssl.SSLSocket, "read", "ssl")
+
+    def uninstall(self) -> None:
+        self.patches.restore()
+
+    def _stream(self, sock: socket.socket, kind: str) -> _Stream | None:
+        try:
+            return self.streams[sock]
+        except KeyError:
+            stream = describe(sock, kind)
+            self.streams[sock] = stream
+            return stream
+
+    def _patch_send(self, cls: type, name: str, kind: str) -> None:
+        original = getattr(cls, name)
+        session = self.session
+        local = session.local
+        channel = self
+
+        def send(sock: Any, data: Any, *args: Any, **kwargs: Any) -> Any:
+            if getattr(local, "in_socket_call", False):
+                return original(sock, data, *args, **kwargs)
+            local.in_socket_call = True
+            try:
+                result = original(sock, data, *args, **kwargs)
+            finally:
+                local.in_socket_call = False
+            try:
+                sent = _bytes_sent(name, data, result)
+                if sent:
+                    stream = channel._stream(sock, kind)
+                    if stream is not None:
+                        start = stream.sent
+                        stream.sent += sent
+                        session.send(stream.kind, stream.outgoing, start, stream.sent)
+            except Exception:
+                session.errors += 1
+            return result
+
+        send.__wrapped__ = original  # type: ignore[attr-defined]
+        self.patches.replace(cls, name, send)
+
+    def _patch_recv(self, cls: type, name: str, kind: str) -> None:
+        original = getattr(cls, name)
+        session = self.session
+        local = session.local
+        channel = self
+
+        def recv(sock: Any, *args: Any, **kwargs: Any) -> Any:
+            if getattr(local, "in_socket_call", False):
+                return original(sock, *args, **kwargs)
+            local.in_socket_call = True
+            try:
+                result = original(sock, *args, **kwargs)
+            finally:
+                local.in_socket_call = False
+            try:
+                received = _bytes_received(name, result)
+                if received:
+                    stream = channel._stream(sock, kind)
+                    if stream is not None:
+                        start = stream.received
+                        stream.received += received
+                        session.recv(stream.kind, stream.incoming, start, stream.received)
+            except Exception:
+                session.errors += 1
+            return result
+
+        recv.__wrapped__ = original  # type: ignore[attr-defined]
+        self.patches.replace(cls, name, recv)
+
+
+def _bytes_sent(name: str, data: Any, result: Any) -> int:
+    if name == "sendall":
+        return memoryview(data).nbytes
+    if name == "sendmsg":
+        return int(result)
+    return int(result)
+
+
+def _bytes_received(name: str, result: Any) -> int:
+    if name in ("recv", "read"):
+        return len(result) if isinstance(result, bytes | bytearray) else int(result or 0)
+    if name == "recvmsg":
+        return len(result[0])
+    if name == "recvmsg_into":
+        return int(result[0])
+    return int(result)

@@ -1,0 +1,144 @@
+"""Batches records and pushes them to the collector without ever blocking.
+
+Invariants:
+- the traced program never waits on the collector: sends are non-blocking
+  and a full queue drops the batch, counting every record lost;
+- memory is bounded: at most ``batch_size`` records wait here, plus
+  ZeroMQ's high-water mark of batches in flight;
+- no ZeroMQ context lives across ``fork``: it is closed just before (so the
+  program's fork sees no extra threads and Python warns of none) and opened
+  again after, in the parent and in the child; the child forgets the
+  parent's pending records, which the parent sends itself;
+- only one thread talks to the socket at a time (ZeroMQ sockets are not
+  thread-safe); a thread that finds it busy leaves its records queued.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from typing import Any
+
+import msgpack
+import zmq
+
+from distea.traceformat import FORMAT_VERSION, WIRE_MAGIC
+
+BATCH_SIZE = 2048
+FLUSH_INTERVAL_S = 0.1
+HIGH_WATER_MARK = 256
+FORK_LINGER_MS = 500
+
+
+class Emitter:
+    def __init__(
+        self,
+        endpoint: str,
+        key: str,
+        curve: tuple[str, str, str] | None = None,
+        linger_ms: int = 2000,
+    ) -> None:
+        self.endpoint = endpoint
+        self.key = key
+        self.curve = curve
+        self.linger_ms = linger_ms
+        self.pending: list[Any] = []
+        self.dropped = 0
+        self.sent_batches = 0
+        self._seq = 0
+        self._last_flush = time.monotonic()
+        self._lock = threading.Lock()
+        self._packer = msgpack.Packer()
+        self._suspended = False
+        self._context: zmq.Context[Any] | None = None
+        self._socket: zmq.Socket[Any] | None = None
+        self._connect()
+
+    def _connect(self) -> None:
+        context: zmq.Context[Any] = zmq.Context(io_threads=1)
+        sock = context.socket(zmq.PUSH)
+        sock.setsockopt(zmq.SNDHWM, HIGH_WATER_MARK)
+        sock.setsockopt(zmq.LINGER, self.linger_ms)
+        sock.setsockopt(zmq.IMMEDIATE, 0)
+        if self.curve is not None:
+            server_key, public_key, secret_key = self.curve
+            sock.curve_serverkey = server_key.encode()
+            sock.curve_publickey = public_key.encode()
+            sock.curve_secretkey = secret_key.encode()
+        sock.connect(self.endpoint)
+        self._context, self._socket = context, sock
+
+    def add(self, record: list[Any]) -> None:
+        """Queue one record; send a batch when enough has gathered."""
+        self.pending.append(record)
+        if len(self.pending) >= BATCH_SIZE:
+            self.flush()
+
+    def maybe_flush(self) -> None:
+        """Flush if the oldest pending record has waited long enough."""
+        if self.pending and time.monotonic() - self._last_flush > FLUSH_INTERVAL_S:
+            self.flush()
+
+    def flush(self, final: bool = False, wait: bool = False) -> None:
+        """Send pending records; ``final`` tells the collector this process is done.
+
+        Without ``wait`` a thread that finds another one sending leaves its
+        records for the next flush rather than block the program.
+        """
+        if self._suspended:
+            return
+        wait = wait or final
+        if not self._lock.acquire(blocking=wait, timeout=self.linger_ms / 1000 if wait else -1):
+            return
+        try:
+            records, self.pending = self.pending, []
+            self._last_flush = time.monotonic()
+            if not records and not final:
+                return
+            self._send(records, final)
+        finally:
+            self._lock.release()
+
+    def _send(self, records: list[Any], final: bool) -> None:
+        if self._socket is None:
+            self.dropped += len(records)
+            return
+        pack = self._packer.pack
+        payload = b"".join([pack(r) for r in records])
+        header = msgpack.packb([FORMAT_VERSION, self.key, self._seq, final])
+        try:
+            self._socket.send_multipart([WIRE_MAGIC, header, payload], flags=zmq.NOBLOCK, copy=False)
+        except zmq.ZMQError:
+            self.dropped += len(records)
+        else:
+            self.sent_batches += 1
+        self._seq += 1
+
+    def close(self, linger_ms: int | None = None) -> None:
+        """Let queued batches leave (bounded by the linger time), then close."""
+        if self._socket is not None and self._context is not None:
+            self._socket.close(linger=self.linger_ms if linger_ms is None else linger_ms)
+            self._context.term()
+        self._socket = self._context = None
+
+    def suspend(self) -> None:
+        """Before fork: send what is pending and close the context (its threads end)."""
+        self.flush(wait=True)
+        self._suspended = True
+        self.close(linger_ms=min(self.linger_ms, FORK_LINGER_MS))
+
+    def resume(self) -> None:
+        """After fork, in the parent: reconnect and go on."""
+        self._connect()
+        self._suspended = False
+
+    def reset_after_fork(self, key: str) -> None:
+        """In a forked child: new identity, new socket, none of the parent's records."""
+        self._suspended = False
+        self._lock = threading.Lock()
+        self.key = key
+        self.pending = []
+        self.dropped = 0
+        self.sent_batches = 0
+        self._seq = 0
+        self._connect()

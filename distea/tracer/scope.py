@@ -1,0 +1,85 @@
+"""Which code is the user's, and what to call it.
+
+By default the user's code is every file under the run's root directory
+that is not part of an installed environment (the stdlib, site-packages, a
+virtual environment) and not distea itself. ``--include``/``--exclude``
+globs, matched against module names and file paths, move code in or out.
+Decisions are cached per file name: there are far fewer files than code
+objects.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+import sysconfig
+from fnmatch import fnmatchcase
+from types import CodeType
+
+import distea
+
+
+def _environment_dirs() -> tuple[str, ...]:
+    dirs = {sys.prefix, sys.base_prefix, sys.exec_prefix, sys.base_exec_prefix}
+    for name in ("stdlib", "platstdlib", "purelib", "platlib"):
+        path = sysconfig.get_paths().get(name)
+        if path:
+            dirs.add(path)
+    dirs.update(p for p in sys.path if "site-packages" in p or "dist-packages" in p)
+    dirs.add(os.path.dirname(os.path.abspath(distea.__file__)))
+    return tuple(sorted({os.path.realpath(d) + os.sep for d in dirs if d}))
+
+
+class Scope:
+    """Answers "is this code the user's?" and names it ``module.qualname``."""
+
+    def __init__(self, root: str, include: tuple[str, ...] = (), exclude: tuple[str, ...] = ()):
+        self.root = os.path.realpath(root) + os.sep
+        self.include = include
+        self.exclude = exclude
+        self._excluded_dirs = tuple(d for d in _environment_dirs() if not self.root.startswith(d))
+        self._files: dict[str, str | None] = {}
+
+    def module_of(self, code: CodeType) -> str | None:
+        """The module name of ``code`` when it is in scope, else None."""
+        filename = code.co_filename
+        try:
+            return self._files[filename]
+        except KeyError:
+            module = self._classify(filename)
+            self._files[filename] = module
+            return module
+
+    def _classify(self, filename: str) -> str | None:
+        if not filename or filename.startswith("<"):
+            return None
+        path = os.path.realpath(filename)
+        module = self._module_name(path)
+        if self._matches(self.exclude, module, path):
+            return None
+        if self._matches(self.include, module, path):
+            return module
+        if not path.startswith(self.root) or path.startswith(self._excluded_dirs):
+            return None
+        return module
+
+    @staticmethod
+    def _matches(patterns: tuple[str, ...], module: str, path: str) -> bool:
+        return any(fnmatchcase(module, p) or fnmatchcase(path, p) for p in patterns)
+
+    def _module_name(self, path: str) -> str:
+        """Dotted name from the longest ``sys.path`` entry (or the root) holding ``path``.
+
+        Using the path rather than ``__name__`` gives the same name in every
+        process: a script is ``app`` whether it runs as ``__main__`` or as
+        ``__mp_main__`` in a spawned child.
+        """
+        bases = [os.path.realpath(p or os.getcwd()) + os.sep for p in sys.path]
+        bases.append(self.root)
+        holding = [b for b in bases if path.startswith(b)]
+        relative = path[len(max(holding, key=len)) :] if holding else os.path.basename(path)
+        stem = relative.rsplit(".", 1)[0]
+        parts = [p for p in stem.split(os.sep) if p]
+        if len(parts) > 1 and parts[-1] == "__init__":
+            parts.pop()
+        return ".".join(parts) or stem

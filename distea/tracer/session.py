@@ -1,0 +1,262 @@
+"""The tracer of one process: clock, monitor, emitter and channels together.
+
+Channels (``distea.tracer.channels.*``) call :meth:`TracerSession.send` and
+:meth:`TracerSession.recv` after the program's own operation succeeded; the
+session numbers the event, remembers which method was on the stack and, for
+a receive, opens a new epoch. Every entry point that the program can reach
+is wrapped so that a tracer error is counted, never raised (DESIGN rule 1).
+"""
+
+from __future__ import annotations
+
+import atexit
+import os
+import socket
+import sys
+import threading
+import time
+from collections.abc import Callable
+from typing import Any, Protocol
+
+from distea.tracer.clock import LogicalClock
+from distea.tracer.config import PARENT_TOKEN_ENV, START_METHOD_ENV, TracerConfig
+from distea.tracer.emitter import Emitter
+from distea.tracer.monitor import Monitor
+from distea.tracer.scope import Scope
+from distea.traceformat import FORMAT_VERSION, Tag
+
+RANK_VARIABLES = (
+    ("RANK", "WORLD_SIZE"),
+    ("OMPI_COMM_WORLD_RANK", "OMPI_COMM_WORLD_SIZE"),
+    ("PMI_RANK", "PMI_SIZE"),
+    ("SLURM_PROCID", "SLURM_NTASKS"),
+)
+
+
+class Channel(Protocol):
+    """One transport's interceptor: patches on install, restores on uninstall."""
+
+    def install(self, session: TracerSession) -> None: ...
+
+    def uninstall(self) -> None: ...
+
+
+def process_key(pid: int | None = None) -> str:
+    return f"{socket.gethostname()}:{pid or os.getpid()}:{time.time_ns()}"
+
+
+def rank_of(environ: os._Environ[str] | dict[str, str]) -> tuple[int | None, int | None]:
+    for rank_var, size_var in RANK_VARIABLES:
+        rank = environ.get(rank_var)
+        if rank is not None and rank.isdigit():
+            size = environ.get(size_var, "")
+            return int(rank), int(size) if size.isdigit() else None
+    return None, None
+
+
+def describe_role(argv: list[str], rank: int | None, world_size: int | None) -> str:
+    """A short human label for a process: its rank, mp name, or program name."""
+    if rank is not None:
+        return f"rank {rank}/{world_size}" if world_size else f"rank {rank}"
+    mp = sys.modules.get("multiprocessing")
+    if mp is not None:
+        name = mp.current_process().name
+        if name != "MainProcess":
+            return name
+    if len(argv) > 1 and argv[0] == "-m":
+        return argv[1]
+    if argv and argv[0] not in ("", "-c"):
+        return os.path.basename(argv[0])
+    return "python -c" if argv and argv[0] == "-c" else "python"
+
+
+class TracerSession:
+    def __init__(self, config: TracerConfig) -> None:
+        self.config = config
+        self.clock = LogicalClock()
+        self.key = process_key()
+        self.errors = 0
+        self._token_counter = 0
+        self._role: tuple[str, int | None, int | None] | None = None
+        self.local = threading.local()
+        self.channels: list[Channel] = []
+        curve = None
+        if config.curve_server_key and config.curve_public_key and config.curve_secret_key:
+            curve = (config.curve_server_key, config.curve_public_key, config.curve_secret_key)
+        self.emitter = Emitter(config.endpoint, self.key, curve, config.flush_timeout_ms)
+        self.monitor = Monitor(
+            Scope(config.root, config.include, config.exclude),
+            self.clock,
+            self.emitter.add,
+            full=config.mode == "full",
+        )
+        self.finished = False
+
+    # -- start and end ---------------------------------------------------------
+
+    def start(self, start_method: str | None = None) -> None:
+        parent_token = os.environ.pop(PARENT_TOKEN_ENV, None)
+        method = start_method or os.environ.pop(START_METHOD_ENV, None)
+        self._begin(method or ("subprocess" if parent_token else "main"), parent_token)
+        self.monitor.start()
+        atexit.register(self.finish, "exit")
+        os.register_at_fork(before=self._before_fork, after_in_parent=self._after_fork_in_parent,
+                            after_in_child=self._after_fork_in_child)
+
+    def _begin(self, start_method: str, parent_token: str | None) -> None:
+        """Announce this process: header, then the receive of its creation."""
+        rank, world_size = rank_of(os.environ)
+        argv = list(sys.orig_argv[1:]) if hasattr(sys, "orig_argv") else list(sys.argv)
+        self.emitter.add([Tag.HEADER, {
+            "format": FORMAT_VERSION,
+            "key": self.key,
+            "pid": os.getpid(),
+            "ppid": os.getppid(),
+            "host": socket.gethostname(),
+            "argv": sys.orig_argv,
+            "executable": sys.executable,
+            "python": sys.version.split()[0],
+            "cwd": os.getcwd(),
+            "start_method": start_method,
+            "parent_token": parent_token,
+            "role": describe_role(argv, rank, world_size),
+            "rank": rank,
+            "world_size": world_size,
+            "mode": self.config.mode,
+            "started_ns": time.time_ns(),
+        }])
+        if parent_token:
+            self.recv("proc", parent_token, 0, 1)
+
+    def finish(self, reason: str) -> None:
+        """Final flush: stacks, stats, END. Safe to call twice; never raises."""
+        if self.finished:
+            return
+        self.finished = True
+        try:
+            self.monitor.stop()
+            if reason != "exec":
+                self.send("exit", f"{socket.gethostname()}:{os.getpid()}", 0, 1)
+            self.monitor.mark_stacks_executing()
+            self._emit_lasts_and_stats()
+            self.emitter.add([Tag.END, self.clock.value, reason])
+            self.emitter.flush(final=True)
+            self.emitter.close()
+        except Exception:
+            self.errors += 1
+        for channel in reversed(self.channels):
+            try:
+                channel.uninstall()
+            except Exception:
+                self.errors += 1
+
+    def _emit_lasts_and_stats(self) -> None:
+        for record in self.monitor.drain_lasts():
+            self.emitter.add(record)
+        stats: dict[str, Any] = {
+            "dropped_events": self.emitter.dropped,
+            "tracer_errors": self.errors,
+        }
+        rank, world_size = rank_of(os.environ)
+        argv = list(sys.orig_argv[1:])
+        role = describe_role(argv, rank, world_size)
+        if self._role != (role, rank, world_size):
+            self._role = (role, rank, world_size)
+            stats.update(role=role, rank=rank, world_size=world_size)
+        self.emitter.add([Tag.STATS, stats])
+
+    # -- fork ----------------------------------------------------------------------
+
+    def _before_fork(self) -> None:
+        if self.finished:
+            return
+        try:
+            self.local.fork_token = self.spawn_token({"fork": True})
+            self._emit_lasts_and_stats()
+            self.emitter.suspend()
+        except Exception:
+            self.errors += 1
+
+    def _after_fork_in_parent(self) -> None:
+        if self.finished:
+            return
+        try:
+            self.emitter.resume()
+        except Exception:
+            self.errors += 1
+
+    def _after_fork_in_child(self) -> None:
+        if self.finished:
+            return
+        try:
+            token = getattr(self.local, "fork_token", None)
+            self.clock.reset()
+            self.key = process_key()
+            self.errors = 0
+            self._role = None
+            self.local = threading.local()
+            self.emitter.reset_after_fork(self.key)
+            self.monitor.reset_after_fork()
+            self._begin("fork", token)
+            self.monitor.adopt_stack(sys._getframe(1))
+        except Exception:
+            self.errors += 1
+
+    # -- events used by channels -----------------------------------------------
+
+    def spawn_token(self, meta: dict[str, Any] | None = None) -> str:
+        """Record the parent side of a process creation; the child receives the token."""
+        self._token_counter += 1
+        token = f"{self.key}#{self._token_counter}"
+        self.send("proc", token, 0, 1, meta)
+        self.emitter.flush()
+        return token
+
+    def send(self, kind: str, channel: str, start: int, end: int,
+             meta: dict[str, Any] | None = None) -> None:
+        clock = self.clock.tick()
+        mid = self.monitor.method_on_stack(sys._getframe(1))
+        self.emitter.add([Tag.SEND, clock, kind, channel, start, end, mid,
+                          threading.get_ident(), meta])
+        self.emitter.maybe_flush()
+
+    def recv(self, kind: str, channel: str, start: int, end: int,
+             meta: dict[str, Any] | None = None) -> None:
+        clock = self.clock.tick()
+        mid = self.monitor.method_on_stack(sys._getframe(1))
+        self.emitter.add([Tag.RECV, clock, kind, channel, start, end, mid,
+                          threading.get_ident(), meta])
+        self.monitor.new_epoch()
+        self.emitter.maybe_flush()
+
+    def link(self, kind: str, end_a: str, end_b: str) -> None:
+        """Two channel ends that are one pipe or socket pair."""
+        self.emitter.add([Tag.LINK, kind, end_a, end_b])
+
+    def untraced(self, pid: int | None, argv: list[str], reason: str) -> None:
+        self.emitter.add([Tag.UNTRACED, pid, argv, reason])
+
+    def periodic(self) -> None:
+        """Send last clocks and stats so a killed process loses little."""
+        self._emit_lasts_and_stats()
+        self.emitter.flush()
+
+    def guarded(self, action: Callable[[], None]) -> None:
+        """Run tracer work from inside user code: count a failure, never raise."""
+        try:
+            action()
+        except Exception:
+            self.errors += 1
+
+
+_current: TracerSession | None = None
+
+
+def current() -> TracerSession | None:
+    """The session of this process, if tracing is on."""
+    return _current
+
+
+def set_current(session: TracerSession | None) -> None:
+    global _current
+    _current = session
