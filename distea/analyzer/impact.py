@@ -1,0 +1,407 @@
+"""Forward impact, backward dependencies and explanations (DESIGN.md §5).
+
+Definitions, with ``first_P(m)``/``last_P(m)`` the Execute-After facts of
+method ``m`` in process ``P`` and ``→`` happens-before:
+
+- start of impact ``s_P(Q)``: the earliest of ``first_P(m)`` for ``m`` in ``Q``
+  that ran in ``P``, and the clock of the earliest receive in ``P`` that
+  happens after some ``first_X(m)``, ``m`` in ``Q``;
+- ``impact(Q) = {(P, m') : s_P(Q) defined and last_P(m') >= s_P(Q)}``;
+- ``deps(T) = {(P, m) : first_P(m) → or = an event at which some t in T was
+  executing}``; since ``last_Q(t)`` is the latest such event in ``Q``, that is
+  ``first_P(m) <= V(Q, last_Q(t))[P]`` for some ``(Q, t)``;
+- ``explain(Q, target)``: the chain with the fewest messages from a first
+  start of a query method to an execution of the target in the impact set.
+
+Baselines, reported with every result:
+
+- MCov: every (process, method) pair that executed in the run — what a
+  coverage-only analysis would call impacted;
+- DistIA (Cai & Thain, ASE 2016), our reading of its per-sender
+  first-receipt rule: a process ``P`` becomes impacted at the first receive
+  from an impacted sender ``Y`` whose Lamport time is later than ``Y``'s
+  impact start, iterated to a fixed point. It compares Lamport timestamps
+  instead of happens-before, and does not ask whether that message was sent
+  after the impact reached ``Y``; it is therefore a superset of ``impact``.
+"""
+
+from __future__ import annotations
+
+from bisect import bisect_right
+from collections.abc import Iterator, Mapping
+from dataclasses import dataclass, field
+
+from distea.analyzer.matching import Matching
+from distea.analyzer.order import Order
+from distea.model import Execution
+
+
+@dataclass(slots=True)
+class ImpactResult:
+    """What ``impact(queries)`` returns: impacted methods per process key."""
+
+    queries: list[str]
+    """The query strings as given."""
+    methods: list[str]
+    """The methods they resolved to."""
+    starts: dict[str, int]
+    """Process key → s_P(Q), for every process the impact reached."""
+    impacted: dict[str, list[str]]
+    """Process key → impacted method names (sorted), only processes with some."""
+    mcov_size: int
+    distia_size: int
+    distia_starts: dict[str, int] = field(default_factory=dict)
+    not_run: list[str] = field(default_factory=list)
+    """Query methods that are known but never executed in this run."""
+
+    @property
+    def size(self) -> int:
+        """Number of impacted (process, method) pairs."""
+        return sum(len(v) for v in self.impacted.values())
+
+    @property
+    def method_names(self) -> list[str]:
+        """Distinct impacted method names over all processes."""
+        return sorted({name for names in self.impacted.values() for name in names})
+
+    def pairs(self) -> Iterator[tuple[str, str]]:
+        for key, names in self.impacted.items():
+            for name in names:
+                yield key, name
+
+
+@dataclass(slots=True)
+class DepsResult:
+    """What ``deps(targets)`` returns: methods the targets may depend on, per process."""
+
+    targets: list[str]
+    methods: list[str]
+    ends: dict[str, int]
+    """Process key → latest clock of that process that happens before a target execution."""
+    deps: dict[str, list[str]]
+    mcov_size: int
+
+    @property
+    def size(self) -> int:
+        return sum(len(v) for v in self.deps.values())
+
+    @property
+    def method_names(self) -> list[str]:
+        return sorted({name for names in self.deps.values() for name in names})
+
+    def pairs(self) -> Iterator[tuple[str, str]]:
+        for key, names in self.deps.items():
+            for name in names:
+                yield key, name
+
+
+@dataclass(frozen=True, slots=True)
+class Step:
+    """One link of an explanation chain."""
+
+    process: str
+    clock: int
+    action: str
+    """``start`` (query method first starts), ``send``, ``recv``, or ``runs`` (the target)."""
+    method: str | None
+    """Query/target method, or the method on top of the stack at a send/receive."""
+    detail: str
+    """Channel (``kind channel``) for messages, a short sentence otherwise."""
+
+
+@dataclass(slots=True)
+class Explanation:
+    """Why (or why not) ``target`` is impacted by ``query``."""
+
+    query: list[str]
+    target: str
+    process: str | None
+    """The process whose execution of the target the chain reaches."""
+    impacted: bool
+    steps: list[Step]
+    reason: str
+
+    @property
+    def messages(self) -> int:
+        return sum(1 for s in self.steps if s.action == "recv")
+
+
+class Analysis:
+    """Precomputed per-process indexes for fast repeated queries on one run."""
+
+    def __init__(
+        self,
+        executions: Mapping[str, Mapping[str, Execution]],
+        matching: Matching,
+        order: Order,
+    ) -> None:
+        self.executions = executions
+        self.matching = matching
+        self.order = order
+        self.keys = order.process_keys
+        self.index = order.index
+        # per process: (name, first, last) sorted by name, for filtering in name order
+        self._rows: list[list[tuple[str, int, int]]] = []
+        for key in self.keys:
+            ex = executions.get(key, {})
+            self._rows.append(sorted((n, e.first, e.last) for n, e in ex.items()))
+        # executions of processes that logged no message at all are still analysed
+        self.mcov_size = sum(len(ex) for ex in executions.values())
+        self._distia_pairs: list[tuple[int, int, list[int], list[int]]] | None = None
+        self._by_sender: list[list[tuple[int, int, int, int]]] | None = None
+
+    # -- forward ---------------------------------------------------------------
+
+    def query_firsts(self, methods: list[str]) -> dict[int, int]:
+        """Process index → earliest first_X(m) over the query methods."""
+        firsts: dict[int, int] = {}
+        for x, key in enumerate(self.keys):
+            ex = self.executions.get(key, {})
+            for name in methods:
+                e = ex.get(name)
+                if e is not None and (x not in firsts or e.first < firsts[x]):
+                    firsts[x] = e.first
+        return firsts
+
+    def starts(self, firsts: Mapping[int, int]) -> dict[int, int]:
+        """s_P(Q) for every process the impact reaches."""
+        order = self.order
+        out: dict[int, int] = {}
+        for p in range(len(self.keys)):
+            s = firsts.get(p)
+            if order.rclocks[p]:
+                for x, f in firsts.items():
+                    if x == p:
+                        continue
+                    c = order.earliest_after(p, x, f)
+                    if c is not None and (s is None or c < s):
+                        s = c
+            if s is not None:
+                out[p] = s
+        return out
+
+    def impacted_from(self, starts: Mapping[int, int]) -> dict[str, list[str]]:
+        out: dict[str, list[str]] = {}
+        for p, s in starts.items():
+            names = [n for n, _, last in self._rows[p] if last >= s]
+            if names:
+                out[self.keys[p]] = names
+        return out
+
+    def impact(self, queries: list[str], methods: list[str], not_run: list[str]) -> ImpactResult:
+        firsts = self.query_firsts(methods)
+        starts = self.starts(firsts)
+        impacted = self.impacted_from(starts)
+        dstarts = self.distia_starts(firsts)
+        distia_size = sum(
+            sum(1 for _, _, last in self._rows[p] if last >= s) for p, s in dstarts.items()
+        )
+        return ImpactResult(
+            queries=list(queries),
+            methods=list(methods),
+            starts={self.keys[p]: s for p, s in starts.items()},
+            impacted=impacted,
+            mcov_size=self.mcov_size,
+            distia_size=distia_size,
+            distia_starts={self.keys[p]: s for p, s in dstarts.items()},
+            not_run=not_run,
+        )
+
+    # -- DistIA baseline -------------------------------------------------------
+
+    def _distia_index(self) -> list[tuple[int, int, list[int], list[int]]]:
+        """(receiver, sender, Lamport times, clocks) of receives per process pair."""
+        if self._distia_pairs is None:
+            m, order = self.matching, self.order
+            pairs: dict[tuple[int, int], tuple[list[int], list[int]]] = {}
+            for r in sorted(order.sources.keys() | order.hub_of.keys()):
+                p = m.proc_of[r]
+                senders = {m.proc_of[s] for s in order.sources.get(r, ())}
+                h = order.hub_of.get(r)
+                if h is not None:
+                    senders.update(m.proc_of[s] for s in m.hubs[h][0])
+                senders.discard(p)
+                for y in senders:
+                    ls, cs = pairs.setdefault((p, y), ([], []))
+                    ls.append(order.lamport[r])
+                    cs.append(m.events[r].clock)
+            self._distia_pairs = [(p, y, ls, cs) for (p, y), (ls, cs) in pairs.items()]
+        return self._distia_pairs
+
+    def distia_starts(self, firsts: Mapping[int, int]) -> dict[int, int]:
+        starts = dict(firsts)
+        pairs = self._distia_index()
+        offsets = self.matching.offsets
+        changed = True
+        while changed:
+            changed = False
+            for p, y, ls, cs in pairs:
+                sy = starts.get(y)
+                if sy is None:
+                    continue
+                k = bisect_right(ls, self.order.lamport_at(y, sy, offsets))
+                if k < len(ls):
+                    c = cs[k]
+                    if p not in starts or c < starts[p]:
+                        starts[p] = c
+                        changed = True
+        return starts
+
+    # -- backward --------------------------------------------------------------
+
+    def deps(self, targets: list[str], methods: list[str]) -> DepsResult:
+        order = self.order
+        n = len(self.keys)
+        ends = [-1] * n
+        for q, key in enumerate(self.keys):
+            ex = self.executions.get(key, {})
+            for name in methods:
+                e = ex.get(name)
+                if e is None:
+                    continue
+                vec = order.vector_at(q, e.last)
+                ends = [a if a >= b else b for a, b in zip(ends, vec, strict=True)]
+        out: dict[str, list[str]] = {}
+        for p, end in enumerate(ends):
+            if end < 0:
+                continue
+            names = [nm for nm, first, _ in self._rows[p] if first <= end]
+            if names:
+                out[self.keys[p]] = names
+        return DepsResult(
+            targets=list(targets),
+            methods=list(methods),
+            ends={self.keys[p]: e for p, e in enumerate(ends) if e >= 0},
+            deps=out,
+            mcov_size=self.mcov_size,
+        )
+
+    # -- explanations ----------------------------------------------------------
+
+    def _pairs_by_sender(self) -> list[list[tuple[int, int, int, int]]]:
+        """Per sender process: (send clock, send id, receive id, receiver) sorted by clock."""
+        if self._by_sender is None:
+            m, order = self.matching, self.order
+            by: list[list[tuple[int, int, int, int]]] = [[] for _ in self.keys]
+            for r, ss in order.sources.items():
+                for s in ss:
+                    by[m.proc_of[s]].append((m.events[s].clock, s, r, m.proc_of[r]))
+            for r, h in order.hub_of.items():
+                for s in m.hubs[h][0]:
+                    if m.proc_of[s] != m.proc_of[r]:
+                        by[m.proc_of[s]].append((m.events[s].clock, s, r, m.proc_of[r]))
+            for lst in by:
+                lst.sort()
+            self._by_sender = by
+        return self._by_sender
+
+    def explain(
+        self, queries: list[str], methods: list[str], target: str, process: str | None = None
+    ) -> Explanation:
+        firsts = self.query_firsts(methods)
+        m = self.matching
+        candidates = [
+            (p, self.executions[key][target])
+            for p, key in enumerate(self.keys)
+            if target in self.executions.get(key, {}) and (process is None or key == process)
+        ]
+        starts = self.starts(firsts)
+        impacted_in = [(p, e) for p, e in candidates if p in starts and e.last >= starts[p]]
+        if not impacted_in:
+            reason = self._why_not(methods, target, candidates, starts, firsts)
+            return Explanation(list(queries), target, None, False, [], reason)
+        # Breadth-first by messages: reach[p] is the earliest clock of p reachable with at
+        # most `level` messages; hist[p] keeps every improvement (level, clock, (send, recv)).
+        start_of = {p: (f, self._query_method_at(p, methods, f)) for p, f in firsts.items()}
+        reach: dict[int, int] = dict(firsts)
+        hist: dict[int, list[tuple[int, int, tuple[int, int] | None]]] = {
+            p: [(0, f, None)] for p, f in firsts.items()
+        }
+        old_reach: dict[int, int | None] = {p: None for p in firsts}
+        by_sender = self._pairs_by_sender()
+        goal = {p: e.last for p, e in impacted_in}
+        level = 0
+        found = next((p for p in goal if p in reach and reach[p] <= goal[p]), None)
+        while found is None and old_reach:
+            level += 1
+            new: dict[int, tuple[int, int, int]] = {}
+            for y, prev in old_reach.items():
+                lst = by_sender[y]
+                for k in range(_first_at_or_after(lst, reach[y]), len(lst)):
+                    sc, s, r, p = lst[k]
+                    if prev is not None and sc >= prev:
+                        break  # tried at an earlier level
+                    rc = m.events[r].clock
+                    cur = new.get(p)
+                    if (p not in reach or rc < reach[p]) and (cur is None or rc < cur[0]):
+                        new[p] = (rc, s, r)
+            old_reach = {}
+            for p, (rc, s, r) in new.items():
+                old_reach[p] = reach.get(p)
+                reach[p] = rc
+                hist.setdefault(p, []).append((level, rc, (s, r)))
+            found = next((p for p in goal if p in reach and reach[p] <= goal[p]), None)
+        assert found is not None, "an impacted execution is reachable"
+        steps: list[Step] = []
+        e_target = self.executions[self.keys[found]][target]
+        steps.append(Step(self.keys[found], e_target.last, "runs", target,
+                          f"{target} executes at clock {e_target.last}, at or after the "
+                          f"impact start {reach[found]} of its process"))
+        p, limit = found, e_target.last
+        while True:
+            # the improvement with the fewest messages that is early enough
+            _, _, via = min(h for h in hist[p] if h[1] <= limit)
+            if via is None:
+                break
+            s, r = via
+            rev, sev = m.events[r], m.events[s]
+            steps.append(Step(rev.process, rev.clock, "recv", rev.method,
+                              f"{rev.kind} {rev.channel}"))
+            steps.append(Step(sev.process, sev.clock, "send", sev.method,
+                              f"{sev.kind} {sev.channel}"))
+            p, limit = m.proc_of[s], sev.clock
+        f, qm = start_of[p]
+        steps.append(Step(self.keys[p], f, "start", qm, f"{qm} first starts at clock {f}"))
+        steps.reverse()
+        hops = sum(1 for st in steps if st.action == "recv")
+        reason = (f"{target} runs in {self.keys[found]} after the impact arrives there"
+                  + (f" through {hops} message(s)" if hops else " (same process)"))
+        return Explanation(list(queries), target, self.keys[found], True, steps, reason)
+
+    def _query_method_at(self, p: int, methods: list[str], f: int) -> str:
+        ex = self.executions.get(self.keys[p], {})
+        return next(n for n in methods if n in ex and ex[n].first == f)
+
+    def _why_not(
+        self,
+        methods: list[str],
+        target: str,
+        candidates: list[tuple[int, Execution]],
+        starts: Mapping[int, int],
+        firsts: Mapping[int, int],
+    ) -> str:
+        if not firsts:
+            return "no query method executed in this run, so nothing is impacted"
+        if not candidates:
+            return f"{target} never executed in the selected process(es)"
+        parts = []
+        for p, e in candidates:
+            key = self.keys[p]
+            if p not in starts:
+                parts.append(f"in {key} the impact never arrives (no receive happens after "
+                             "a query method started)")
+            else:
+                parts.append(f"in {key} {target} last executed at clock {e.last}, before the "
+                             f"impact arrived at clock {starts[p]}")
+        return "; ".join(parts)
+
+
+def _first_at_or_after(lst: list[tuple[int, int, int, int]], clock: int) -> int:
+    lo, hi = 0, len(lst)
+    while lo < hi:
+        mid = (lo + hi) // 2
+        if lst[mid][0] < clock:
+            lo = mid + 1
+        else:
+            hi = mid
+    return lo

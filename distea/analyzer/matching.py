@@ -1,0 +1,385 @@
+"""Pair sends with receives, per channel kind (DESIGN.md §4).
+
+Nothing travels on the wire with a message, so pairing is done offline from
+what both ends could observe (the conventions are in
+:mod:`distea.traceformat`'s docstring). The result, :class:`Matching`, holds
+three kinds of edges:
+
+- ``edges``: certain send → receive pairs;
+- ``hubs``: groups where every send happens before every receive (torch
+  collectives): stored once instead of as ``len(sends) * len(recvs)`` edges;
+- ``uncertain``: receives whose sender cannot be told apart. Each carries its
+  candidate sends, one chain per candidate sender in clock order; the
+  happens-before sweep (:mod:`distea.analyzer.order`) orders the receive after
+  the latest send of each chain that is not causally after the receive. That
+  is safe: the receive comes after its real sender whichever it was.
+
+Counting (every receive lands in exactly one bucket): ``matched`` (certain
+edge or hub), ``ambiguous`` (uncertain), ``external`` (no send recorded: the
+peer was not traced, or its records were lost). ``unmatched_sends`` counts
+sends that no receive could have read (peer untraced, data never read).
+
+Per kind:
+
+- streams ``tcp``/``unix``/``ssl``: byte ranges per channel direction, split
+  into generations where offsets restart; a receive of ``[a, b)`` pairs with
+  the send carrying byte ``b - 1`` of the same generation;
+- ``proc``: the spawn token; one send may start several children;
+- ``exit``: ``HOST:PID``; sends and receives paired in order;
+- ``torch`` with ``meta["role"]``: a collective ``GROUP:SEQ``, all sends →
+  all receives (a hub); without a role it is point-to-point, as below;
+- message kinds (``mp``, ``zmq``, ``udp``, ``unixgram``, ``pipe`` and any kind
+  not named here): per channel — a send on a LINKed end is received on the
+  other end, otherwise the channel strings are equal — then per fingerprint
+  class (``meta["fp"]``, or "no fingerprint"), FIFO per sender. One
+  candidate sender: FIFO alignment, certain (``meta["fanout"]`` sends are
+  aligned with each receiver separately). Several candidate senders, or one
+  non-fanout sender whose messages several receivers share: uncertain. A
+  process's own sends are candidates only when no other process sends on the
+  channel (its own clock already orders them before its receives). ``udp``
+  classes where the counts differ (a datagram was lost) are uncertain too.
+"""
+
+from __future__ import annotations
+
+from bisect import bisect_right
+from collections import defaultdict
+from collections.abc import Iterator, Mapping, Sequence
+from dataclasses import dataclass, field
+
+from distea.model import ChannelLink, MessageEvent, ProcessInfo
+
+STREAM_KINDS = frozenset({"tcp", "unix", "ssl"})
+LIFECYCLE_KINDS = frozenset({"proc", "exit"})
+MESSAGE_KINDS = frozenset({"mp", "zmq", "udp", "unixgram", "pipe"})
+LOSSY_KINDS = frozenset({"udp"})
+
+Hub = tuple[tuple[int, ...], tuple[int, ...]]
+Uncertain = tuple[int, tuple[tuple[int, ...], ...]]
+
+
+@dataclass(slots=True)
+class KindCounts:
+    """Per-kind counts, for ``distea show``."""
+
+    sends: int = 0
+    recvs: int = 0
+    matched: int = 0
+    ambiguous: int = 0
+    external: int = 0
+    unmatched_sends: int = 0
+
+
+@dataclass(slots=True)
+class Matching:
+    """All message events of a run and how sends pair with receives.
+
+    Event ids are indexes into ``events``: process by process (in the order
+    of ``process_keys``), each process's events in clock order, so the ids of
+    process ``p`` are ``range(offsets[p], offsets[p + 1])``.
+    """
+
+    process_keys: list[str]
+    events: list[MessageEvent]
+    offsets: list[int]
+    proc_of: list[int]
+    """Process index of every event id."""
+    edges: list[tuple[int, int]] = field(default_factory=list)
+    """Certain (send id, receive id) pairs."""
+    hubs: list[Hub] = field(default_factory=list)
+    """(send ids, receive ids): every send happens before every receive."""
+    uncertain: list[Uncertain] = field(default_factory=list)
+    """(receive id, candidate send chains, one per candidate sender, clock order)."""
+    matched: int = 0
+    ambiguous: int = 0
+    external: int = 0
+    unmatched_sends: int = 0
+    by_kind: dict[str, KindCounts] = field(default_factory=dict)
+    notes: list[str] = field(default_factory=list)
+
+    @property
+    def sends(self) -> int:
+        return sum(c.sends for c in self.by_kind.values())
+
+    @property
+    def recvs(self) -> int:
+        return sum(c.recvs for c in self.by_kind.values())
+
+    def events_of(self, process_index: int) -> range:
+        return range(self.offsets[process_index], self.offsets[process_index + 1])
+
+    def certain_pairs(self) -> Iterator[tuple[int, int]]:
+        """Certain edges plus expanded hubs (not the uncertain candidates)."""
+        yield from self.edges
+        for sends, recvs in self.hubs:
+            for r in recvs:
+                rp = self.proc_of[r]
+                for s in sends:
+                    if self.proc_of[s] != rp:
+                        yield s, r
+
+
+def match(
+    messages: Mapping[str, Sequence[MessageEvent]],
+    links: Sequence[ChannelLink] = (),
+    processes: Mapping[str, ProcessInfo] | None = None,
+) -> Matching:
+    """Pair every send with its receives; see the module docstring for the rules."""
+    keys = sorted(messages)
+    events: list[MessageEvent] = []
+    offsets = [0]
+    proc_of: list[int] = []
+    for p, key in enumerate(keys):
+        evs = messages[key]
+        events.extend(evs)
+        proc_of.extend([p] * len(evs))
+        offsets.append(len(events))
+    m = Matching(keys, events, offsets, proc_of)
+    started = {k: (processes[k].started_ns if processes and k in processes else 0) for k in keys}
+
+    link_map: dict[str, str] = {}
+    for link in links:
+        link_map[link.end_a] = link.end_b
+        link_map[link.end_b] = link.end_a
+
+    # Group by (kind, channel as the receiving end names it).
+    groups: dict[tuple[str, str], tuple[list[int], list[int]]] = defaultdict(lambda: ([], []))
+    for i, ev in enumerate(events):
+        counts = m.by_kind.get(ev.kind)
+        if counts is None:
+            counts = m.by_kind[ev.kind] = KindCounts()
+        if ev.direction == "send":
+            counts.sends += 1
+            channel = ev.channel
+            if ev.kind not in LIFECYCLE_KINDS:
+                channel = link_map.get(channel, channel)
+            groups[(ev.kind, channel)][0].append(i)
+        else:
+            counts.recvs += 1
+            groups[(ev.kind, ev.channel)][1].append(i)
+
+    unknown: set[str] = set()
+    for (kind, _channel), (sends, recvs) in groups.items():
+        result = _Result()
+        if kind in STREAM_KINDS:
+            _match_stream(m, sends, recvs, result)
+        elif kind == "proc":
+            _match_proc(m, sends, recvs, result)
+        elif kind == "exit":
+            _match_exit(m, sends, recvs, result, started)
+        elif kind == "torch" and _is_collective(events, sends, recvs):
+            _match_collective(m, sends, recvs, result)
+        else:
+            if kind not in MESSAGE_KINDS and kind != "torch":
+                unknown.add(kind)
+            _match_messages(m, kind, sends, recvs, result)
+        counts = m.by_kind[kind]
+        recv_total = len(recvs)
+        counts.matched += result.matched
+        counts.ambiguous += result.ambiguous
+        counts.external += recv_total - result.matched - result.ambiguous
+        counts.unmatched_sends += result.unmatched_sends
+    for counts in m.by_kind.values():
+        m.matched += counts.matched
+        m.ambiguous += counts.ambiguous
+        m.external += counts.external
+        m.unmatched_sends += counts.unmatched_sends
+    for kind in sorted(unknown):
+        m.notes.append(f"channel kind {kind!r} is unknown to this analyzer; "
+                       "paired as a message channel (FIFO per sender)")
+    return m
+
+
+@dataclass(slots=True)
+class _Result:
+    matched: int = 0
+    ambiguous: int = 0
+    unmatched_sends: int = 0
+
+
+def _fp(ev: MessageEvent) -> object:
+    meta = ev.meta
+    if not meta:
+        return None
+    fp = meta.get("fp")
+    return tuple(fp) if isinstance(fp, list) else fp
+
+
+def _is_collective(events: list[MessageEvent], sends: list[int], recvs: list[int]) -> bool:
+    for i in sends[:1] + recvs[:1]:
+        meta = events[i].meta
+        if meta and meta.get("role"):
+            return True
+    return False
+
+
+# -- streams -----------------------------------------------------------------
+
+
+def _generations(m: Matching, ids: list[int]) -> list[tuple[int, list[int]]]:
+    """Split one side of a stream into (process, ids) generations: offsets restart at 0."""
+    by_proc: dict[int, list[int]] = defaultdict(list)
+    for i in ids:
+        by_proc[m.proc_of[i]].append(i)
+    gens: list[tuple[int, list[int]]] = []
+    for p, pids in by_proc.items():
+        current: list[int] = []
+        prev_end = -1
+        for i in pids:  # clock order within a process
+            ev = m.events[i]
+            if current and (ev.start < prev_end or (ev.start == 0 and prev_end > 0)):
+                gens.append((p, current))
+                current = []
+            current.append(i)
+            prev_end = max(prev_end, ev.end) if current[:-1] else ev.end
+        if current:
+            gens.append((p, current))
+    return gens
+
+
+def _match_stream(m: Matching, sends: list[int], recvs: list[int], out: _Result) -> None:
+    send_gens = _generations(m, sends)
+    recv_gens = _generations(m, recvs)
+    events = m.events
+    received: set[int] = set()  # send gen indexes that some receive reads from
+    candidate_sends: set[int] = set()
+    one_to_one = len({p for p, _ in send_gens}) <= 1 and len({p for p, _ in recv_gens}) <= 1
+    for g, (rp, rids) in enumerate(recv_gens):
+        if one_to_one:
+            candidates = [g] if g < len(send_gens) else []
+        else:
+            candidates = [j for j, (sp, _) in enumerate(send_gens) if sp != rp] or \
+                [j for j in range(len(send_gens))]
+        for r in rids:
+            rev = events[r]
+            byte = rev.end - 1 if rev.end > rev.start else rev.start - 1
+            carriers: list[int] = []
+            for j in candidates:
+                s = _carrier(events, send_gens[j][1], byte)
+                if s is not None:
+                    carriers.append(s)
+                    received.add(j)
+            if len(carriers) == 1 and (one_to_one or len(candidates) == 1):
+                m.edges.append((carriers[0], r))
+                out.matched += 1
+            elif carriers:
+                m.uncertain.append((r, tuple((s,) for s in carriers)))
+                candidate_sends.update(carriers)
+                out.ambiguous += 1
+    # A send is unmatched when no receive read any of its bytes.
+    for j, (_, sids) in enumerate(send_gens):
+        if j not in received:
+            out.unmatched_sends += sum(1 for s in sids if s not in candidate_sends)
+            continue
+        read_to = max((events[r].end for g, (_, rids) in enumerate(recv_gens)
+                       for r in rids if (g == j if one_to_one else True)), default=0)
+        out.unmatched_sends += sum(1 for s in sids if events[s].start >= read_to
+                                   and events[s].end > events[s].start)
+
+
+def _carrier(events: list[MessageEvent], sids: list[int], byte: int) -> int | None:
+    """The send of a generation whose byte range holds ``byte``."""
+    if byte < 0:
+        return None
+    starts = [events[s].start for s in sids]
+    k = bisect_right(starts, byte) - 1
+    if k >= 0 and events[sids[k]].end > byte:
+        return sids[k]
+    return None
+
+
+# -- lifecycle ---------------------------------------------------------------
+
+
+def _match_proc(m: Matching, sends: list[int], recvs: list[int], out: _Result) -> None:
+    if not recvs:
+        out.unmatched_sends += len(sends)
+        return
+    if len(sends) == 1:
+        for r in recvs:
+            m.edges.append((sends[0], r))
+        out.matched += len(recvs)
+    elif sends:
+        chains = tuple((s,) for s in sends)
+        for r in recvs:
+            m.uncertain.append((r, chains))
+        out.ambiguous += len(recvs)
+        m.notes.append(f"spawn token {m.events[sends[0]].channel!r} was sent {len(sends)} times")
+
+
+def _match_exit(
+    m: Matching, sends: list[int], recvs: list[int], out: _Result, started: Mapping[str, int]
+) -> None:
+    if not sends:
+        return
+    keys = m.process_keys
+    sends = sorted(sends, key=lambda s: (started[keys[m.proc_of[s]]], m.events[s].clock))
+    recvs = sorted(recvs, key=lambda r: (started[keys[m.proc_of[r]]], m.events[r].clock))
+    for k, r in enumerate(recvs):
+        m.edges.append((sends[min(k, len(sends) - 1)], r))
+    out.matched += len(recvs)
+    out.unmatched_sends += max(0, len(sends) - len(recvs))
+
+
+# -- torch collectives -------------------------------------------------------
+
+
+def _match_collective(m: Matching, sends: list[int], recvs: list[int], out: _Result) -> None:
+    if sends and recvs:
+        m.hubs.append((tuple(sends), tuple(recvs)))
+        out.matched += len(recvs)
+    elif sends:
+        out.unmatched_sends += len(sends)
+
+
+# -- message channels --------------------------------------------------------
+
+
+def _match_messages(
+    m: Matching, kind: str, sends: list[int], recvs: list[int], out: _Result
+) -> None:
+    events = m.events
+    proc_of = m.proc_of
+    # fingerprint class -> sender process -> send ids (clock order)
+    send_classes: dict[object, dict[int, list[int]]] = defaultdict(lambda: defaultdict(list))
+    for s in sends:
+        send_classes[_fp(events[s])][proc_of[s]].append(s)
+    recv_classes: dict[object, dict[int, list[int]]] = defaultdict(lambda: defaultdict(list))
+    for r in recvs:
+        recv_classes[_fp(events[r])][proc_of[r]].append(r)
+
+    used: set[int] = set()  # sends paired with certainty
+    candidate: set[int] = set()  # sends named as uncertain candidates
+    for fp, receivers in recv_classes.items():
+        senders = send_classes.get(fp, {})
+        cands: dict[int, list[int]] = {}
+        for rp in receivers:
+            others = [sp for sp in senders if sp != rp]
+            cands[rp] = others if others else [sp for sp in senders if sp == rp]
+        sharing: dict[int, int] = defaultdict(int)  # sender -> receivers it may serve
+        for cs in cands.values():
+            for sp in cs:
+                sharing[sp] += 1
+        for rp, rids in receivers.items():
+            cs = cands[rp]
+            if not cs:
+                continue  # external
+            if len(cs) == 1:
+                sp = cs[0]
+                sids = senders[sp]
+                fanout = any((events[s].meta or {}).get("fanout") for s in sids)
+                lossy = kind in LOSSY_KINDS and len(sids) != len(rids)
+                if (fanout or sharing[sp] == 1) and not lossy:
+                    n = min(len(sids), len(rids))
+                    for k in range(n):  # FIFO: k-th receive reads the k-th send
+                        m.edges.append((sids[k], rids[k]))
+                        used.add(sids[k])
+                    out.matched += n
+                    continue
+            chains = tuple(tuple(senders[sp]) for sp in cs)
+            for r in rids:
+                m.uncertain.append((r, chains))
+            for chain in chains:
+                candidate.update(chain)
+            out.ambiguous += len(rids)
+    out.unmatched_sends += sum(1 for s in sends if s not in used and s not in candidate)

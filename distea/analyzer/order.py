@@ -1,0 +1,310 @@
+"""Happens-before over a run's message events: vector clocks from one sweep.
+
+Every process is a chain of events in clock order; a receive also waits for
+its sends (:class:`~distea.analyzer.matching.Matching`). One topological
+sweep visits every event once and gives each receive its vector time: for
+every process Q, the latest clock of Q that happens before (or is) that
+receive. Only receives change what a process knows, so vectors are stored
+per receive (``rclocks``/``rvecs``) and the vector at any (process, clock) is
+the one of the latest receive at or before that clock, with the process's
+own entry set to the clock (:meth:`Order.vector_at`). Entries never decrease
+along a process, so "the earliest receive in P that knows clock f of X" is a
+binary search (:meth:`Order.earliest_after`).
+
+Uncertain receives (:attr:`Matching.uncertain`) start out ordered after the
+latest send of every candidate chain; when the sweep stalls on a cycle that
+goes through such a candidate, that candidate is causally after the receive
+and the chain steps back to its previous send (DESIGN.md §4: "after every
+candidate send that is not causally after it"). A stall with no uncertain
+edge on its cycle is a matching bug or a damaged trace: :class:`OrderCycleError`
+names the events, and nothing loops.
+
+The sweep also computes Lamport timestamps (``lamport``), used by the DistIA
+baseline only.
+"""
+
+from __future__ import annotations
+
+from bisect import bisect_left, bisect_right
+from collections import deque
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from operator import itemgetter
+
+from distea.analyzer.matching import Matching
+from distea.model import MessageEvent
+
+Vector = tuple[int, ...]
+
+
+class OrderCycleError(Exception):
+    """The recorded order has a cycle: a receive would happen before its own send."""
+
+    def __init__(self, message: str, events: list[MessageEvent]) -> None:
+        super().__init__(message)
+        self.events = events
+
+
+@dataclass(slots=True)
+class Order:
+    """Vector times of a run's receives, and queries on them."""
+
+    process_keys: list[str]
+    index: dict[str, int]
+    rclocks: list[list[int]]
+    """Per process: clocks of its receives that have a recorded send, increasing."""
+    rvecs: list[list[Vector]]
+    """Per process: the vector time at each of those receives."""
+    sources: dict[int, list[int]]
+    """Receive id → the send ids it was finally ordered after (certain + chosen candidates)."""
+    hub_of: dict[int, int]
+    """Receive id → index into ``Matching.hubs``."""
+    lamport: list[int]
+    """Lamport timestamp of every event id."""
+    clocks: list[list[int]]
+    """Per process: clocks of all its message events (for Lamport lookups)."""
+    dropped_candidates: int = 0
+    """Uncertain candidate sends found causally after their receive and not used."""
+    notes: list[str] = field(default_factory=list)
+
+    @property
+    def base(self) -> Vector:
+        return (-1,) * len(self.process_keys)
+
+    def vector_at(self, p: int, clock: int) -> Vector:
+        """Vector time of process ``p`` at local ``clock``: -1 where nothing is known."""
+        k = bisect_right(self.rclocks[p], clock) - 1
+        vec = list(self.rvecs[p][k]) if k >= 0 else [-1] * len(self.process_keys)
+        vec[p] = clock
+        return tuple(vec)
+
+    def earliest_after(self, p: int, x: int, clock: int) -> int | None:
+        """Clock of the earliest receive in ``p`` that happens after clock ``clock`` of ``x``."""
+        vecs = self.rvecs[p]
+        k = bisect_left(vecs, clock, key=itemgetter(x))
+        return self.rclocks[p][k] if k < len(vecs) else None
+
+    def happens_before(self, p: int, clock_p: int, q: int, clock_q: int) -> bool:
+        """Whether (p, clock_p) happens before or is (q, clock_q)."""
+        if p == q:
+            return clock_p <= clock_q
+        return self.vector_at(q, clock_q)[p] >= clock_p
+
+    def lamport_at(self, p: int, clock: int, offsets: list[int]) -> int:
+        """Lamport time of process ``p`` at ``clock`` (events between messages count 1 each)."""
+        k = bisect_right(self.clocks[p], clock) - 1
+        if k < 0:
+            return clock
+        return self.lamport[offsets[p] + k] + (clock - self.clocks[p][k])
+
+
+def compute_order(m: Matching) -> Order:
+    """Sweep all events once; raise :class:`OrderCycleError` on a real cycle."""
+    n = len(m.process_keys)
+    events = m.events
+    proc_of = m.proc_of
+    n_events = len(events)
+
+    srcs: dict[int, list[int]] = {}
+    for s, r in m.edges:
+        srcs.setdefault(r, []).append(s)
+    hub_of: dict[int, int] = {}
+    for h, (_, recvs) in enumerate(m.hubs):
+        for r in recvs:
+            hub_of[r] = h
+    # receive id -> list of [chain, index of the candidate in use]
+    soft: dict[int, list[list]] = {}
+    for r, chains in m.uncertain:
+        soft.setdefault(r, []).extend([chain, len(chain) - 1] for chain in chains)
+
+    base: Vector = (-1,) * n
+    know: list[Vector] = [base] * n
+    snap_vec: list[Vector | None] = [None] * n_events  # vector known at each processed send
+    lamport = [0] * n_events
+    done = [False] * n_events
+    last_l = [0] * n  # Lamport and clock of each process's last processed event
+    last_c = [0] * n
+    pos = list(m.offsets[:n])
+    ends = m.offsets[1:]
+    rclocks: list[list[int]] = [[] for _ in range(n)]
+    rvecs: list[list[Vector]] = [[] for _ in range(n)]
+    hub_vec: dict[int, tuple[Vector, int]] = {}
+    waiting: dict[int, list[int]] = {}
+    ready = deque(range(n))
+    queued = [True] * n
+    dropped = 0
+    notes: list[str] = []
+
+    def blocker(r: int) -> tuple[int, bool] | None:
+        """First unprocessed send that receive ``r`` waits for, and whether it is uncertain."""
+        for s in srcs.get(r, ()):
+            if not done[s]:
+                return s, False
+        h = hub_of.get(r)
+        if h is not None and h not in hub_vec:
+            for s in m.hubs[h][0]:
+                if not done[s]:
+                    return s, False
+        for entry in soft.get(r, ()):
+            if entry[1] >= 0 and not done[entry[0][entry[1]]]:
+                return entry[0][entry[1]], True
+        return None
+
+    while True:
+        while ready:
+            p = ready.popleft()
+            queued[p] = False
+            i = pos[p]
+            end = ends[p]
+            kp = know[p]
+            lp = last_l[p]
+            cp = last_c[p]
+            while i < end:
+                ev = events[i]
+                c = ev.clock
+                if ev.direction == "send":
+                    snap_vec[i] = kp
+                    lp = lp + (c - cp)
+                    lamport[i] = lp
+                    cp = c
+                    done[i] = True
+                    woken = waiting.pop(i, None)
+                    if woken:
+                        for q in woken:
+                            if not queued[q]:
+                                queued[q] = True
+                                ready.append(q)
+                    i += 1
+                    continue
+                # a receive: wait until every send it is ordered after is processed
+                has_src = i in srcs or i in hub_of or i in soft
+                if has_src:
+                    b = blocker(i)
+                    if b is not None:
+                        waiting.setdefault(b[0], []).append(p)
+                        break
+                    vec = list(kp)
+                    lmax = lp + (c - cp)
+                    used: list[int] = list(srcs.get(i, ()))
+                    for entry in soft.get(i, ()):
+                        if entry[1] >= 0:
+                            used.append(entry[0][entry[1]])
+                    for s in used:
+                        sv = snap_vec[s]
+                        assert sv is not None
+                        if sv is not kp:
+                            vec = list(map(max, vec, sv))
+                        q = proc_of[s]
+                        sc = events[s].clock
+                        if sc > vec[q]:
+                            vec[q] = sc
+                        if lamport[s] + 1 > lmax:
+                            lmax = lamport[s] + 1
+                    hub = hub_of.get(i)
+                    if hub is not None:
+                        hv = hub_vec.get(hub)
+                        if hv is None:
+                            hv = hub_vec[hub] = _hub_vector(m, hub, snap_vec, lamport, base)
+                        vec = list(map(max, vec, hv[0]))
+                        if hv[1] + 1 > lmax:
+                            lmax = hv[1] + 1
+                    vec[p] = c
+                    kp = tuple(vec)
+                    rclocks[p].append(c)
+                    rvecs[p].append(kp)
+                    lp = lmax
+                else:
+                    lp = lp + (c - cp)
+                lamport[i] = lp
+                cp = c
+                done[i] = True
+                i += 1
+            pos[p] = i
+            know[p] = kp
+            last_l[p] = lp
+            last_c[p] = cp
+        stuck = [p for p in range(n) if pos[p] < ends[p]]
+        if not stuck:
+            break
+        # A stall: follow "waits for" from a stuck process until it repeats.
+        cycle = _find_cycle(stuck[0], pos, proc_of, blocker)
+        soft_step = next(((r, s) for r, s, is_soft in cycle if is_soft), None)
+        if soft_step is None:
+            raise OrderCycleError(_describe_cycle(m, cycle), [events[r] for r, _, _ in cycle])
+        r, s = soft_step
+        for entry in soft[r]:
+            if entry[1] >= 0 and entry[0][entry[1]] == s:
+                entry[1] -= 1
+                dropped += 1
+                break
+        p = proc_of[r]
+        if not queued[p]:
+            queued[p] = True
+            ready.append(p)
+
+    sources: dict[int, list[int]] = {r: list(s) for r, s in srcs.items()}
+    for r, entries in soft.items():
+        chosen = [e[0][e[1]] for e in entries if e[1] >= 0]
+        sources.setdefault(r, []).extend(chosen)
+    if dropped:
+        notes.append(f"{dropped} uncertain candidate sends were causally after their receive "
+                     "and were not used")
+    clocks = [[events[i].clock for i in m.events_of(p)] for p in range(n)]
+    return Order(
+        process_keys=m.process_keys,
+        index={k: i for i, k in enumerate(m.process_keys)},
+        rclocks=rclocks,
+        rvecs=rvecs,
+        sources=sources,
+        hub_of=hub_of,
+        lamport=lamport,
+        clocks=clocks,
+        dropped_candidates=dropped,
+        notes=notes,
+    )
+
+
+def _hub_vector(
+    m: Matching, h: int, snap_vec: list[Vector | None], lamport: list[int], base: Vector
+) -> tuple[Vector, int]:
+    vec = list(base)
+    lmax = 0
+    for s in m.hubs[h][0]:
+        sv = snap_vec[s]
+        assert sv is not None
+        vec = list(map(max, vec, sv))
+        q = m.proc_of[s]
+        vec[q] = max(vec[q], m.events[s].clock)
+        lmax = max(lmax, lamport[s])
+    return tuple(vec), lmax
+
+
+def _find_cycle(
+    start: int,
+    pos: list[int],
+    proc_of: list[int],
+    blocker: Callable[[int], tuple[int, bool] | None],
+) -> list[tuple[int, int, bool]]:
+    """(receive, send it waits for, uncertain?) steps of one wait-for cycle."""
+    seen: dict[int, int] = {}
+    steps: list[tuple[int, int, bool]] = []
+    p = start
+    while p not in seen:
+        seen[p] = len(steps)
+        r = pos[p]
+        b = blocker(r)
+        assert b is not None, "a stuck process waits for something"
+        steps.append((r, b[0], b[1]))
+        p = proc_of[b[0]]
+    return steps[seen[p]:]
+
+
+def _describe_cycle(m: Matching, cycle: list[tuple[int, int, bool]]) -> str:
+    def where(i: int) -> str:
+        ev = m.events[i]
+        return (f"{ev.direction} on {ev.kind} {ev.channel!r} [{ev.start}, {ev.end}) "
+                f"at clock {ev.clock} in process {ev.process}")
+
+    parts = [f"  {where(r)} is paired with {where(s)}" for r, s, _ in cycle]
+    return ("the recorded order has a cycle (a message matching bug or a damaged trace): "
+            "each receive below would happen before its own send\n" + "\n".join(parts))
