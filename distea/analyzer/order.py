@@ -305,6 +305,6 @@ def _describe_cycle(m: Matching, cycle: list[tuple[int, int, bool]]) -> str:
         return (f"{ev.direction} on {ev.kind} {ev.channel!r} [{ev.start}, {ev.end}) "
                 f"at clock {ev.clock} in process {ev.process}")
 
-    parts = [f"  {where(r)} is paired with {where(s)}" for r, s, _ in cycle]
-    return ("the recorded order has a cycle (a message matching bug or a damaged trace): "
-            "each receive below would happen before its own send\n" + "\n".join(parts))
+    parts = [f"{where(r)} is paired with {where(s)}" for r, s, _ in cycle]
+    return ("the recorded order has a cycle (a message matching bug or a damaged trace), "
+            "each receive would happen before its own send: " + "; ".join(parts))

@@ -63,10 +63,10 @@ def resolve(
         return [query]
     module_hit = _module_of(query, methods)
     if module_hit is not None:
-        raise QueryError(
-            f"{query} never ran in this run (module {module_hit} was traced)"
-            + _suggest(query, executed)
-        )
+        qualname = query[len(module_hit) + 1:]
+        files = {m.file for m in methods.values() if m.module == module_hit}
+        if any(_defined_in_source(f, qualname, base) for f in files):
+            raise QueryError(f"{query} exists in module {module_hit} but never ran in this run")
     raise QueryError(f"unknown method {query!r}" + _suggest(query, executed))
 
 
