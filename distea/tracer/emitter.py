@@ -50,9 +50,9 @@ class Emitter:
         self._lock = threading.Lock()
         self._packer = msgpack.Packer()
         self._suspended = False
+        self._closed = False
         self._context: zmq.Context[Any] | None = None
         self._socket: zmq.Socket[Any] | None = None
-        self._connect()
 
     def _connect(self) -> None:
         context: zmq.Context[Any] = zmq.Context(io_threads=1)
@@ -100,6 +100,8 @@ class Emitter:
             self._lock.release()
 
     def _send(self, records: list[Any], final: bool) -> None:
+        if self._socket is None and not self._closed:
+            self._connect()
         if self._socket is None:
             self.dropped += len(records)
             return
@@ -115,7 +117,11 @@ class Emitter:
         self._seq += 1
 
     def close(self, linger_ms: int | None = None) -> None:
-        """Let queued batches leave (bounded by the linger time), then close."""
+        """Let queued batches leave (bounded by the linger time), then close for good."""
+        self._closed = True
+        self._disconnect(linger_ms)
+
+    def _disconnect(self, linger_ms: int | None) -> None:
         if self._socket is not None and self._context is not None:
             self._socket.close(linger=self.linger_ms if linger_ms is None else linger_ms)
             self._context.term()
@@ -125,11 +131,14 @@ class Emitter:
         """Before fork: send what is pending and close the context (its threads end)."""
         self.flush(wait=True)
         self._suspended = True
-        self.close(linger_ms=min(self.linger_ms, FORK_LINGER_MS))
+        self._disconnect(min(self.linger_ms, FORK_LINGER_MS))
 
     def resume(self) -> None:
-        """After fork, in the parent: reconnect and go on."""
-        self._connect()
+        """After fork, in the parent: go on; the next flush reconnects.
+
+        Not reconnecting here keeps the fork itself free of our threads:
+        Python 3.13 counts threads for its fork warning after this hook.
+        """
         self._suspended = False
 
     def reset_after_fork(self, key: str) -> None:
@@ -141,4 +150,3 @@ class Emitter:
         self.dropped = 0
         self.sent_batches = 0
         self._seq = 0
-        self._connect()

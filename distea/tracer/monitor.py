@@ -42,6 +42,15 @@ DISABLE = MONITOR.DISABLE
 TOOL_NAME = "distea"
 
 
+class OutOfScope:
+    """The state of code that is not the user's; holds the code so its id stays unique."""
+
+    __slots__ = ("code",)
+
+    def __init__(self, code: CodeType) -> None:
+        self.code = code
+
+
 class CodeState:
     """What the monitor knows of one in-scope code object."""
 
@@ -83,7 +92,8 @@ class Monitor:
         self.clock = clock
         self.emit = emit
         self.full = full
-        self.states: dict[int, CodeState | None] = {}
+        self.states: dict[int, CodeState | OutOfScope] = {}
+        """By ``id(code)``; every state holds its code, so no id is reused while cached."""
         self.dirty_states: list[CodeState] = []
         self.disabled_since_restart = False
         self.tool: int | None = None
@@ -129,7 +139,7 @@ class Monitor:
     def reset_after_fork(self) -> None:
         """A forked child starts with nothing executed: forget firsts and lasts."""
         for state in self.states.values():
-            if state is not None:
+            if type(state) is CodeState:
                 state.last = -1
                 state.dirty = False
                 state.announced = False
@@ -140,7 +150,7 @@ class Monitor:
         """A forked child is executing its parent's stack: those methods start here."""
         while frame is not None:
             state = self.states.get(id(frame.f_code))
-            if state is not None and state.last < 0:
+            if type(state) is CodeState and state.last < 0:
                 self._first_start(state)
             frame = frame.f_back
 
@@ -159,13 +169,11 @@ class Monitor:
     # -- compact-mode callbacks ---------------------------------------------
 
     def _seen(self, code: CodeType, offset: int) -> Any:
-        state = self.states.get(id(code), 0)
+        state = self.states.get(id(code))
         if state is None:
-            return DISABLE
-        if state == 0:
             state = self._classify(code)
-            if state is None:
-                return DISABLE
+        if type(state) is not CodeState:
+            return DISABLE
         if state.last < 0:
             self._first_start(state)
         elif state.last != self.clock.value:
@@ -181,7 +189,7 @@ class Monitor:
 
     def _seen_unwinding(self, code: CodeType, offset: int, exc: BaseException) -> None:
         state = self.states.get(id(code))
-        if state is not None and state.last >= 0 and state.last != self.clock.value:
+        if type(state) is CodeState and state.last >= 0 and state.last != self.clock.value:
             state.last = self.clock.value
             if not state.dirty:
                 state.dirty = True
@@ -217,20 +225,23 @@ class Monitor:
 
     def _full_unwind(self, code: CodeType, offset: int, exc: BaseException) -> None:
         state = self.states.get(id(code))
-        if state is not None and state.last >= 0:
+        if type(state) is CodeState and state.last >= 0:
             self.emit([Tag.RETURN, state.mid, self.clock.value, threading.get_ident()])
 
     # -- code objects ---------------------------------------------------------
 
     def _state_of(self, code: CodeType) -> CodeState | None:
-        state = self.states.get(id(code), 0)
-        return self._classify(code) if state == 0 else state
+        """The in-scope state of ``code``, or None when it is not the user's."""
+        state = self.states.get(id(code))
+        if state is None:
+            state = self._classify(code)
+        return state if type(state) is CodeState else None
 
-    def _classify(self, code: CodeType) -> CodeState | None:
+    def _classify(self, code: CodeType) -> CodeState | OutOfScope:
         module = self.scope.module_of(code)
         if module is None:
-            self.states[id(code)] = None
-            return None
+            ignored = self.states[id(code)] = OutOfScope(code)
+            return ignored
         state = CodeState(code, self._next_mid, module)
         self._next_mid += 1
         self.states[id(code)] = state
@@ -251,7 +262,7 @@ class Monitor:
         states = self.states
         while frame is not None:
             state = states.get(id(frame.f_code))
-            if state is not None:
+            if type(state) is CodeState:
                 if not state.announced:
                     self._announce(state)
                 return state.mid
@@ -265,7 +276,7 @@ class Monitor:
             current: FrameType | None = frame
             while current is not None:
                 state = self.states.get(id(current.f_code))
-                if state is not None and state.last >= 0 and state.last != clock:
+                if type(state) is CodeState and state.last >= 0 and state.last != clock:
                     state.last = clock
                     if not state.dirty:
                         state.dirty = True

@@ -54,13 +54,11 @@ def _decoded(argv: Sequence[Any]) -> list[str]:
     return [os.fsdecode(a) for a in argv]
 
 
-def _with_token(env: Any, token: str, method: str | None) -> list[bytes]:
-    """The child's environment list with our token (and start method) set."""
-    items = [e for e in (env if env is not None else _environ_list())
-             if not e.startswith((PARENT_TOKEN_ENV.encode(), START_METHOD_ENV.encode()))]
-    items.append(f"{PARENT_TOKEN_ENV}={token}".encode())
-    if method:
-        items.append(f"{START_METHOD_ENV}={method}".encode())
+def _with_variables(env: list[bytes] | None, variables: dict[str, str]) -> list[bytes]:
+    """A ``fork_exec`` environment list (None: inherit ours) with ``variables`` set."""
+    ours = tuple(f"{name}=".encode() for name in (PARENT_TOKEN_ENV, START_METHOD_ENV))
+    items = [e for e in (env if env is not None else _environ_list()) if not e.startswith(ours)]
+    items.extend(f"{name}={value}".encode() for name, value in variables.items())
     return items
 
 
@@ -105,22 +103,27 @@ class ProcessChannel:
     def uninstall(self) -> None:
         self.patches.restore()
 
-    def _announce(self, argv: list[str], env: Any) -> tuple[Any, str | None]:
-        """Record a spawn; return the environment to start the child with."""
+    def _announce(self, argv: list[str]) -> dict[str, str]:
+        """Record a spawn; return the variables to add to the child's environment."""
         session = self.session
         if session is None or session.finished:
-            return env, None
+            return {}
         reason = untraceable_reason(argv)
         if reason is not None:
             session.untraced(None, argv, reason)
-        token = session.spawn_token({"argv": argv[:8]})
-        return _with_token(env, token, _spawn_method(argv)), token
+        variables = {PARENT_TOKEN_ENV: session.spawn_token({"argv": argv[:8]})}
+        method = _spawn_method(argv)
+        if method:
+            variables[START_METHOD_ENV] = method
+        return variables
 
     def _wrap_fork_exec(self, original: Any) -> Any:
         def fork_exec(args: Any, executable_list: Any, close_fds: Any, pass_fds: Any,
                       cwd: Any, env: Any, *rest: Any) -> Any:
             try:
-                env, _ = self._announce(_decoded(args), env)
+                variables = self._announce(_decoded(args))
+                if variables:
+                    env = _with_variables(env, variables)
             except Exception:
                 if self.session is not None:
                     self.session.errors += 1
@@ -131,10 +134,9 @@ class ProcessChannel:
     def _wrap_posix_spawn(self, original: Any) -> Any:
         def posix_spawn(path: Any, argv: Any, env: Any, *args: Any, **kwargs: Any) -> Any:
             try:
-                new_env, token = self._announce(_decoded(argv), None)
-                if token is not None:
-                    env = dict(env)
-                    env[PARENT_TOKEN_ENV] = token
+                variables = self._announce(_decoded(argv))
+                if variables:
+                    env = {**(os.environ if env is None else env), **variables}
             except Exception:
                 if self.session is not None:
                     self.session.errors += 1

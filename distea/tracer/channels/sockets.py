@@ -68,8 +68,14 @@ def describe(sock: socket.socket, kind: str) -> _Stream | None:
         if sock.type != socket.SOCK_STREAM:
             return None
         if sock.family == socket.AF_UNIX:
-            local, peer = _unix_names(sock)
             kind = "ssl" if kind == "ssl" else "unix"
+            if not sock.getsockname() and not sock.getpeername():
+                # Both ends unnamed: a socket pair. Each end is named by its own
+                # inode, both directions; the LINK record written where the pair
+                # was created (datagrams.py) ties the two ends together.
+                name = f"{socket.gethostname()}:sock:{os.fstat(sock.fileno()).st_ino}"
+                return _Stream(kind, name, name)
+            local, peer = _unix_names(sock)
         elif sock.family in (socket.AF_INET, socket.AF_INET6):
             local, peer = _address(sock.getsockname()), _address(sock.getpeername())
         else:
@@ -82,6 +88,8 @@ def describe(sock: socket.socket, kind: str) -> _Stream | None:
 class SocketChannel:
     def __init__(self) -> None:
         self.patches = Patches()
+        self.datagrams: Any = None
+        """Set by the datagram channel: told of ``send``/``recv`` calls on non-streams."""
         self.streams: weakref.WeakKeyDictionary[socket.socket, _Stream | None] = (
             weakref.WeakKeyDictionary())
 
@@ -120,13 +128,15 @@ class SocketChannel:
             finally:
                 local.in_socket_call = False
             try:
-                sent = _bytes_sent(name, data, result)
-                if sent:
-                    stream = channel._stream(sock, kind)
-                    if stream is not None:
+                stream = channel._stream(sock, kind)
+                if stream is not None:
+                    sent = _bytes_sent(name, data, result)
+                    if sent:
                         start = stream.sent
                         stream.sent += sent
                         session.send(stream.kind, stream.outgoing, start, stream.sent)
+                elif channel.datagrams is not None:
+                    channel.datagrams.sent(sock, name, data, args, result)
             except Exception:
                 session.errors += 1
             return result
@@ -149,13 +159,15 @@ class SocketChannel:
             finally:
                 local.in_socket_call = False
             try:
-                received = _bytes_received(name, result)
-                if received:
-                    stream = channel._stream(sock, kind)
-                    if stream is not None:
+                stream = channel._stream(sock, kind)
+                if stream is not None:
+                    received = _bytes_received(name, result)
+                    if received:
                         start = stream.received
                         stream.received += received
                         session.recv(stream.kind, stream.incoming, start, stream.received)
+                elif channel.datagrams is not None:
+                    channel.datagrams.received(sock, name, args, result)
             except Exception:
                 session.errors += 1
             return result

@@ -1,0 +1,284 @@
+"""multiprocessing connections: Pipe, Queue, SimpleQueue, Pool, managers, executors.
+
+Everything multiprocessing moves between processes goes through one class,
+``multiprocessing.connection.Connection``: ``Pipe()`` ends, the pipe inside
+every ``Queue``/``SimpleQueue``/``JoinableQueue`` (written by the queue's
+feeder thread), ``Pool``'s task and result queues, the connections of
+manager proxies (``Listener``/``Client`` over Unix or TCP sockets), and
+``concurrent.futures.ProcessPoolExecutor``'s queues and wake-up pipe. Its
+``_send_bytes``/``_recv_bytes`` carry one whole message each (the length
+prefix is theirs), so patching those two methods on the class records every
+message exactly once, whatever the start method (fork, spawn, forkserver):
+the class is patched in every traced process.
+
+The connection writes its descriptor with ``os.write``/``_multiprocessing``
+bound at import, so ``socket.socket`` patches never see it; the pipe
+interceptor of :mod:`distea.tracer.channels.datagrams` may (``os.write`` is
+patched before multiprocessing binds it), and is told to stay out by
+:data:`GUARD` ``.in_mp_call``. The guard is this module's own thread-local,
+not ``session.local``: the session replaces that one in a forked child,
+while patches made before the fork keep the object they captured.
+
+Channel identity (kind ``mp``), from the descriptor under the connection:
+
+- a pipe (``Pipe(duplex=False)``, every queue): ``HOST:pipe:INODE``, the
+  same at both ends;
+- a socket pair (``Pipe()``): ``HOST:sock:INODE`` of each end; the LINK
+  record that ties the two ends is written where the pair is created
+  (``socket.socketpair``, patched by the datagram channel);
+- a connected socket (managers, ``Listener``/``Client``): ``SRC>DST`` from
+  the socket's addresses, like the stream channel, one name per direction.
+
+``start`` is the message's index on that channel at this end; ``meta["fp"]``
+is the payload's length and CRC-32 (``len << 32 | crc``), computed the same
+way by sender and receiver.
+
+multiprocessing is imported after the tracer starts, so the patch is applied
+by a post-import hook (:class:`ImportHooks`) the moment
+``multiprocessing.connection`` finishes executing; a program that never uses
+multiprocessing pays one set lookup per import.
+"""
+
+from __future__ import annotations
+
+import importlib.abc
+import os
+import socket
+import stat
+import sys
+import threading
+import weakref
+import zlib
+from collections.abc import Callable
+from types import ModuleType
+from typing import Any
+
+from distea.tracer.channels.patching import Patches
+from distea.tracer.channels.sockets import describe
+from distea.tracer.session import TracerSession
+
+HOST = socket.gethostname()
+KIND = "mp"
+GUARD = threading.local()
+"""Reentrancy flags shared by distea's message channels (``in_mp_call``)."""
+
+
+def fingerprint(data: Any) -> int:
+    """Length and CRC-32 of a payload: what both ends of a message can compute."""
+    view = data if isinstance(data, bytes | bytearray) else memoryview(data).cast("B")
+    return (len(view) << 32) | zlib.crc32(view)
+
+
+def socket_end_name(ino: int) -> str:
+    """The channel name of one end of a socket pair (see LINK records)."""
+    return f"{HOST}:sock:{ino}"
+
+
+def pipe_name(ino: int) -> str:
+    return f"{HOST}:pipe:{ino}"
+
+
+def fd_channels(fd: int) -> tuple[str, str] | None:
+    """(send channel, receive channel) of a connection's descriptor, or None."""
+    st = os.fstat(fd)
+    if stat.S_ISFIFO(st.st_mode):
+        name = pipe_name(st.st_ino)
+        return name, name
+    if not stat.S_ISSOCK(st.st_mode):
+        return None
+    sock = socket.socket(fileno=os.dup(fd))
+    try:
+        if sock.family == socket.AF_UNIX and not sock.getsockname() and not _peer(sock):
+            name = socket_end_name(st.st_ino)
+            return name, name
+        stream = describe(sock, "tcp")
+        return (stream.outgoing, stream.incoming) if stream is not None else None
+    finally:
+        sock.close()
+
+
+def _peer(sock: socket.socket) -> Any:
+    try:
+        return sock.getpeername()
+    except OSError:
+        return None
+
+
+class ImportHooks(importlib.abc.MetaPathFinder):
+    """Run callbacks right after a module has executed (post-import hooks).
+
+    Sits first on ``sys.meta_path`` and answers only for the watched names:
+    it asks the finders after it for the real spec and wraps that spec's
+    loader's ``exec_module`` (on the loader instance, which is per module)
+    so the callback runs once the module is complete, before the importer
+    binds any name from it. Every other import costs one dict lookup.
+    """
+
+    def __init__(self) -> None:
+        self.watched: dict[str, list[Callable[[ModuleType], None]]] = {}
+        self._busy: set[str] = set()
+        self.installed = False
+
+    def when_imported(self, name: str, callback: Callable[[ModuleType], None]) -> None:
+        """Call ``callback(module)`` now if ``name`` is imported, else after its import."""
+        module = sys.modules.get(name)
+        if module is not None:
+            callback(module)
+            return
+        self.watched.setdefault(name, []).append(callback)
+        if not self.installed:
+            sys.meta_path.insert(0, self)
+            self.installed = True
+
+    def remove(self) -> None:
+        self.watched.clear()
+        if self.installed:
+            try:
+                sys.meta_path.remove(self)
+            except ValueError:
+                pass
+            self.installed = False
+
+    def find_spec(self, fullname: str, path: Any, target: Any = None) -> Any:
+        if fullname not in self.watched or fullname in self._busy:
+            return None
+        self._busy.add(fullname)
+        try:
+            spec = None
+            for finder in sys.meta_path:
+                if finder is self or not hasattr(finder, "find_spec"):
+                    continue
+                spec = finder.find_spec(fullname, path, target)
+                if spec is not None:
+                    break
+        finally:
+            self._busy.discard(fullname)
+        loader = getattr(spec, "loader", None)
+        if loader is None or not hasattr(loader, "exec_module"):
+            return spec
+        callbacks = self.watched.pop(fullname, [])
+        original = loader.exec_module
+
+        def exec_module(module: ModuleType) -> None:
+            try:
+                original(module)
+            finally:
+                try:
+                    del loader.exec_module
+                except AttributeError:
+                    pass
+            for callback in callbacks:
+                callback(module)
+
+        try:
+            loader.exec_module = exec_module
+        except (AttributeError, TypeError):
+            self.watched[fullname] = callbacks
+        return spec
+
+
+IMPORT_HOOKS = ImportHooks()
+"""Shared by the channels that wait for their library to be imported."""
+
+
+class _Ends:
+    """Per-connection state: channel names and message counts at this end."""
+
+    __slots__ = ("incoming", "outgoing", "received", "sent")
+
+    def __init__(self, outgoing: str, incoming: str) -> None:
+        self.outgoing = outgoing
+        self.incoming = incoming
+        self.sent = 0
+        self.received = 0
+
+
+class MultiprocessingChannel:
+    def __init__(self) -> None:
+        self.patches = Patches()
+        self.ends: weakref.WeakKeyDictionary[Any, _Ends | None] = weakref.WeakKeyDictionary()
+        self._lock = threading.Lock()
+
+    def install(self, session: TracerSession) -> None:
+        self.session = session
+        IMPORT_HOOKS.when_imported("multiprocessing.connection", self._patch_module)
+
+    def uninstall(self) -> None:
+        IMPORT_HOOKS.watched.pop("multiprocessing.connection", None)
+        if not IMPORT_HOOKS.watched:
+            IMPORT_HOOKS.remove()
+        self.patches.restore()
+
+    def _patch_module(self, module: ModuleType) -> None:
+        cls = getattr(module, "Connection", None)
+        if cls is None or not hasattr(cls, "_send_bytes") or self.session.finished:
+            return
+        self._patch_send(cls)
+        self._patch_recv(cls)
+
+    def _ends_of(self, conn: Any) -> _Ends | None:
+        try:
+            return self.ends[conn]
+        except KeyError:
+            pass
+        channels = fd_channels(conn.fileno())
+        ends = _Ends(*channels) if channels is not None else None
+        with self._lock:
+            self.ends[conn] = ends
+        return ends
+
+    def _patch_send(self, cls: type) -> None:
+        original = cls._send_bytes  # type: ignore[attr-defined]
+        session = self.session
+        local = GUARD
+        channel = self
+
+        def _send_bytes(conn: Any, buf: Any) -> None:
+            if getattr(local, "in_mp_call", False):
+                return original(conn, buf)
+            local.in_mp_call = True
+            try:
+                original(conn, buf)
+            finally:
+                local.in_mp_call = False
+            try:
+                ends = channel._ends_of(conn)
+                if ends is not None:
+                    index = ends.sent
+                    ends.sent += 1
+                    session.send(KIND, ends.outgoing, index, index + 1,
+                                 {"fp": fingerprint(buf)})
+            except Exception:
+                session.errors += 1
+
+        _send_bytes.__wrapped__ = original  # type: ignore[attr-defined]
+        self.patches.replace(cls, "_send_bytes", _send_bytes)
+
+    def _patch_recv(self, cls: type) -> None:
+        original = cls._recv_bytes  # type: ignore[attr-defined]
+        session = self.session
+        local = GUARD
+        channel = self
+
+        def _recv_bytes(conn: Any, maxsize: Any = None) -> Any:
+            if getattr(local, "in_mp_call", False):
+                return original(conn, maxsize)
+            local.in_mp_call = True
+            try:
+                result = original(conn, maxsize)
+            finally:
+                local.in_mp_call = False
+            try:
+                ends = channel._ends_of(conn)
+                if ends is not None:
+                    with result.getbuffer() as view:
+                        fp = fingerprint(view)
+                    index = ends.received
+                    ends.received += 1
+                    session.recv(KIND, ends.incoming, index, index + 1, {"fp": fp})
+            except Exception:
+                session.errors += 1
+            return result
+
+        _recv_bytes.__wrapped__ = original  # type: ignore[attr-defined]
+        self.patches.replace(cls, "_recv_bytes", _recv_bytes)

@@ -1,0 +1,193 @@
+"""Every Python process a command starts is traced and linked to its parent."""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+import pytest
+
+from distea.model import RunData
+from tests.tracing import run_traced, run_untraced
+
+
+def parent_of(data: RunData) -> dict[str, str | None]:
+    """process key → key of the process whose spawn/fork token it received."""
+    senders = {e.channel: key for key, events in data.messages.items()
+               for e in events if e.kind == "proc" and e.direction == "send"}
+    return {key: senders.get(info.parent_token or "") for key, info in data.processes.items()}
+
+
+def by_role(data: RunData, role: str) -> list[str]:
+    return [k for k, p in data.processes.items() if p.role == role]
+
+
+CHAIN = """
+import subprocess, sys
+
+def level(depth):
+    print("level", depth, flush=True)
+    if depth < 3:
+        subprocess.run([sys.executable, __file__, str(depth + 1)], check=True)
+
+level(int(sys.argv[1]) if len(sys.argv) > 1 else 1)
+"""
+
+
+def test_subprocess_chain_three_deep(program, tmp_path: Path) -> None:
+    script = program("chain.py", CHAIN)
+    traced = run_traced([sys.executable, script.name], script.parent, tmp_path / "run")
+    assert traced.result.returncode == 0, traced.result.stderr
+    assert traced.result.stdout == "level 1\nlevel 2\nlevel 3\n"
+    data = traced.data
+    assert len(data.processes) == 3
+    parents = parent_of(data)
+    roots = [k for k, p in parents.items() if p is None]
+    assert len(roots) == 1
+    chain = [roots[0]]
+    while len(chain) < 3:
+        children = [k for k, p in parents.items() if p == chain[-1]]
+        assert len(children) == 1, parents
+        chain.append(children[0])
+    infos = [data.processes[k] for k in chain]
+    assert [i.start_method for i in infos] == ["main", "subprocess", "subprocess"]
+    assert infos[1].ppid == infos[0].pid and infos[2].ppid == infos[1].pid
+    assert all("chain.level" in data.executions[k] for k in chain)
+    assert all(p.complete for p in infos)
+    # each parent's wait received the exit of its child
+    for parent, child in zip(chain, chain[1:], strict=False):
+        exits = [e for e in data.messages[parent] if e.kind == "exit" and e.direction == "recv"]
+        assert [e.channel.split(":")[1] for e in exits] == [str(data.processes[child].pid)]
+
+
+POOL = """
+import multiprocessing as mp, sys
+
+def square(x):
+    return x * x
+
+if __name__ == "__main__":
+    mp.set_start_method(sys.argv[1])
+    pool = mp.Pool(2)
+    print(sum(pool.map(square, range(20))))
+    pool.close()
+    pool.join()
+"""
+
+
+@pytest.mark.parametrize("method", ["fork", "spawn", "forkserver"])
+def test_multiprocessing_pool_children_traced(program, tmp_path: Path, method: str) -> None:
+    script = program("pool.py", POOL)
+    traced = run_traced([sys.executable, script.name, method], script.parent, tmp_path / "run")
+    untraced = run_untraced([sys.executable, script.name, method], script.parent)
+    assert (traced.result.returncode, traced.result.stdout, traced.result.stderr) == (
+        untraced.returncode, untraced.stdout, untraced.stderr)
+    data = traced.data
+    workers = [p for p in data.processes.values() if p.role.startswith(
+        ("ForkPoolWorker", "SpawnPoolWorker", "ForkServerPoolWorker"))]
+    assert len(workers) >= 2, [p.role for p in data.processes.values()]
+    expected = "fork" if method != "spawn" else "spawn"
+    assert {w.start_method for w in workers} == {expected}
+    ran_square = [k for k, ex in data.executions.items() if "pool.square" in ex]
+    assert ran_square and all(data.processes[k] in workers for k in ran_square)
+    parents = parent_of(data)
+    assert all(parents[w.key] is not None for w in workers)
+
+
+FORK = """
+import os
+
+def in_child():
+    return 7
+
+def main():
+    pid = os.fork()
+    if pid == 0:
+        in_child()
+        os._exit(3)
+    _, status = os.waitpid(pid, 0)
+    print("child status", os.waitstatus_to_exitcode(status))
+
+main()
+"""
+
+
+def test_os_fork_without_exec(program, tmp_path: Path) -> None:
+    script = program("forker.py", FORK)
+    traced = run_traced([sys.executable, script.name], script.parent, tmp_path / "run")
+    assert traced.result.stdout == "child status 3\n"
+    assert traced.result.stderr == ""
+    data = traced.data
+    (child,) = [p for p in data.processes.values() if p.start_method == "fork"]
+    (parent,) = [p for p in data.processes.values() if p.start_method == "main"]
+    assert child.end_reason == "os._exit"
+    assert parent_of(data)[child.key] == parent.key
+    assert "forker.in_child" in data.executions[child.key]
+    assert "forker.in_child" not in data.executions[parent.key]
+    # the forked child is executing main(): it started there at its first event
+    assert data.executions[child.key]["forker.main"].first == 2
+
+
+EXEC = """
+import os, sys
+
+def before_exec():
+    os.execv(sys.executable, [sys.executable, __file__, "after"])
+
+if len(sys.argv) > 1:
+    print("new image", flush=True)
+else:
+    before_exec()
+"""
+
+
+def test_exec_of_python_links_the_new_image(program, tmp_path: Path) -> None:
+    script = program("execer.py", EXEC)
+    traced = run_traced([sys.executable, script.name], script.parent, tmp_path / "run")
+    assert traced.result.stdout == "new image\n"
+    data = traced.data
+    old, new = sorted(data.processes.values(), key=lambda p: p.started_ns)
+    assert old.pid == new.pid
+    assert old.end_reason == "exec" and new.start_method == "exec"
+    assert parent_of(data)[new.key] == old.key
+
+
+def test_untraceable_children_are_reported(program, tmp_path: Path) -> None:
+    script = program("isolated.py", """
+        import subprocess, sys
+        subprocess.run([sys.executable, "-I", "-c", "print('isolated')"], check=True)
+        subprocess.run([sys.executable, "-c", "print('plain')"], check=True)
+    """)
+    traced = run_traced([sys.executable, script.name], script.parent, tmp_path / "run")
+    assert traced.result.stdout == "isolated\nplain\n"
+    data = traced.data
+    assert len(data.processes) == 2
+    assert [c.reason for c in data.untraced] == ["isolated mode (-I)"]
+
+
+def test_shell_script_starting_python(program, tmp_path: Path) -> None:
+    script = program("hello.py", "def hello():\n    print('hi')\nhello()\n")
+    shell = script.parent / "start.sh"
+    shell.write_text(f"#!/bin/sh\n{sys.executable} hello.py\n{sys.executable} hello.py\n")
+    shell.chmod(0o755)
+    traced = run_traced(["./start.sh"], script.parent, tmp_path / "run")
+    assert traced.result.stdout == "hi\nhi\n"
+    data = traced.data
+    assert len(data.processes) == 2
+    assert all("hello.hello" in ex for ex in data.executions.values())
+
+
+def test_exit_code_and_output_unchanged(program, tmp_path: Path) -> None:
+    script = program("fails.py", """
+        import sys
+        def compute():
+            print("out"); print("err", file=sys.stderr)
+            raise SystemExit(5)
+        compute()
+    """)
+    traced = run_traced([sys.executable, script.name], script.parent, tmp_path / "run")
+    untraced = run_untraced([sys.executable, script.name], script.parent)
+    assert (traced.result.returncode, traced.result.stdout, traced.result.stderr) == (
+        5, "out\n", "err\n")
+    assert untraced.returncode == 5
+    assert "fails.compute" in next(iter(traced.data.executions.values()))

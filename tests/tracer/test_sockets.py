@@ -1,0 +1,175 @@
+"""TCP and Unix stream sockets, sync and asyncio: byte ranges on both ends."""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+import pytest
+
+from distea.model import MessageEvent, RunData
+from tests.tracing import run_traced, run_untraced
+
+SERVER_CLIENT = """
+import socket, subprocess, sys
+
+def serve(listener):
+    conn, _ = listener.accept()
+    with conn:
+        request = read_request(conn)
+        conn.sendall(handle(request))
+
+def read_request(conn):
+    data = b""
+    while not data.endswith(b"\\n"):
+        data += conn.recv(3)
+    return data
+
+def handle(request):
+    return request.upper()
+
+def client(address):
+    family = socket.AF_UNIX if isinstance(address, str) else socket.AF_INET
+    with socket.socket(family) as sock:
+        sock.connect(address)
+        sock.sendall(b"hello ")
+        sock.send(b"world\\n")
+        print(sock.recv(100).decode().strip(), flush=True)
+
+if __name__ == "__main__":
+    if sys.argv[1] == "client":
+        client(sys.argv[2] if sys.argv[2].startswith("/") else ("127.0.0.1", int(sys.argv[2])))
+    else:
+        if sys.argv[1] == "unix":
+            listener = socket.socket(socket.AF_UNIX)
+            listener.bind(sys.argv[2])
+            where = sys.argv[2]
+        else:
+            listener = socket.socket()
+            listener.bind(("127.0.0.1", 0))
+            where = str(listener.getsockname()[1])
+        listener.listen()
+        child = subprocess.Popen([sys.executable, __file__, "client", where])
+        serve(listener)
+        child.wait()
+"""
+
+
+def streams(data: RunData, kind: str) -> dict[tuple[str, str], list[MessageEvent]]:
+    out: dict[tuple[str, str], list[MessageEvent]] = {}
+    for events in data.messages.values():
+        for e in events:
+            if e.kind == kind:
+                out.setdefault((e.channel, e.direction), []).append(e)
+    return out
+
+
+@pytest.mark.parametrize("family", ["tcp", "unix"])
+def test_stream_byte_ranges_on_both_ends(program, tmp_path: Path, family: str) -> None:
+    script = program("echo.py", SERVER_CLIENT)
+    where = str(tmp_path / "sock") if family == "unix" else "0"
+    traced = run_traced([sys.executable, script.name, family, where], script.parent,
+                        tmp_path / "run")
+    assert traced.result.stdout == "HELLO WORLD\n", traced.result.stderr
+    data = traced.data
+    found = streams(data, family)
+    assert len(found) == 4, found.keys()
+    requests = [k for k in found if k[1] == "send" and len(found[k]) == 2]
+    (request_channel, _) = requests[0]
+    sends = found[(request_channel, "send")]
+    recvs = found[(request_channel, "recv")]
+    assert [(s.start, s.end) for s in sends] == [(0, 6), (6, 12)]
+    assert [s.method for s in sends] == ["echo.client", "echo.client"]
+    assert recvs[0].start == 0 and recvs[-1].end == 12
+    assert all(b.start == a.end for a, b in zip(recvs, recvs[1:], strict=False))
+    assert {r.method for r in recvs} == {"echo.read_request"}
+    assert {s.process for s in sends} != {r.process for r in recvs}
+    reply = [k for k in found if k[0] != request_channel]
+    assert {(e.start, e.end) for k in reply for e in found[k]} == {(0, 12)}
+
+
+ASYNC = """
+import asyncio
+
+async def handle(reader, writer):
+    while line := await reader.readline():
+        writer.write(line.upper())
+        await writer.drain()
+    writer.close()
+
+async def talk(port):
+    reader, writer = await asyncio.open_connection("127.0.0.1", port)
+    for word in (b"a\\n", b"bb\\n", b"ccc\\n"):
+        writer.write(word)
+    await writer.drain()
+    replies = [await reader.readline() for _ in range(3)]
+    writer.close()
+    await writer.wait_closed()
+    return replies
+
+async def main():
+    server = await asyncio.start_server(handle, "127.0.0.1", 0)
+    port = server.sockets[0].getsockname()[1]
+    print(await talk(port))
+    server.close()
+    await server.wait_closed()
+
+asyncio.run(main())
+"""
+
+
+def test_asyncio_streams(program, tmp_path: Path) -> None:
+    script = program("aio.py", ASYNC)
+    traced = run_traced([sys.executable, script.name], script.parent, tmp_path / "run")
+    untraced = run_untraced([sys.executable, script.name], script.parent)
+    assert traced.result.stdout == untraced.stdout == "[b'A\\n', b'BB\\n', b'CCC\\n']\n"
+    found = streams(traced.data, "tcp")
+    totals = {k: max(e.end for e in v) for k, v in found.items()}
+    assert sorted(totals.values()) == [9, 9, 9, 9]
+
+
+SSL_PROGRAM = """
+import socket, ssl, sys, threading
+
+def serve(listener, context):
+    conn, _ = listener.accept()
+    with context.wrap_socket(conn, server_side=True) as tls:
+        tls.sendall(tls.recv(100)[::-1])
+
+def main(cert, key):
+    server_ctx = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
+    server_ctx.load_cert_chain(cert, key)
+    client_ctx = ssl.SSLContext(ssl.PROTOCOL_TLS_CLIENT)
+    client_ctx.load_verify_locations(cert)
+    listener = socket.socket()
+    listener.bind(("127.0.0.1", 0))
+    listener.listen()
+    thread = threading.Thread(target=serve, args=(listener, server_ctx))
+    thread.start()
+    with client_ctx.wrap_socket(socket.create_connection(listener.getsockname()),
+                                server_hostname="localhost") as tls:
+        tls.sendall(b"secret")
+        print(tls.recv(100))
+    thread.join()
+
+main(sys.argv[1], sys.argv[2])
+"""
+
+
+def test_ssl_plaintext_offsets(program, tmp_path: Path) -> None:
+    trustme = pytest.importorskip("trustme", reason="trustme makes the test certificate")
+    authority = trustme.CA()
+    cert = authority.issue_cert("localhost")
+    cert_file, key_file = tmp_path / "cert.pem", tmp_path / "key.pem"
+    cert.private_key_and_cert_chain_pem.write_to_path(str(cert_file))
+    cert.private_key_pem.write_to_path(str(key_file))
+    authority.cert_pem.write_to_path(str(tmp_path / "ca.pem"))
+    script = program("tls.py", SSL_PROGRAM.replace("load_verify_locations(cert)",
+                                                   f"load_verify_locations({str(tmp_path / 'ca.pem')!r})"))
+    traced = run_traced([sys.executable, script.name, str(cert_file), str(key_file)],
+                        script.parent, tmp_path / "run")
+    assert traced.result.stdout == "b'terces'\n", traced.result.stderr
+    found = streams(traced.data, "ssl")
+    assert {(k[1], e.start, e.end) for k, v in found.items() for e in v} == {
+        ("send", 0, 6), ("recv", 0, 6)}
+    assert len(found) == 4
