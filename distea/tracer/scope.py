@@ -65,7 +65,10 @@ class Scope:
 
     @staticmethod
     def _matches(patterns: tuple[str, ...], module: str, path: str) -> bool:
-        return any(fnmatchcase(module, p) or fnmatchcase(path, p) for p in patterns)
+        """``pkg.*`` names the package too: ``pkg`` itself (its ``__init__``) matches."""
+        package = module + "."
+        return any(fnmatchcase(module, p) or fnmatchcase(package, p) or fnmatchcase(path, p)
+                   for p in patterns)
 
     def _module_name(self, path: str) -> str:
         """Dotted name from the longest ``sys.path`` entry (or the root) holding ``path``.

@@ -1,0 +1,58 @@
+"""What counts as the user's code, and the names methods get."""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+from tests.tracing import run_traced
+
+LIB = '''
+def helper():
+    return 1
+'''
+
+APP = '''
+import json
+from pkg import lib
+
+def main():
+    lib.helper()
+    json.dumps({})
+
+main()
+'''
+
+
+def write_tree(root: Path) -> None:
+    (root / "pkg").mkdir(parents=True)
+    (root / "pkg" / "__init__.py").write_text("")
+    (root / "pkg" / "lib.py").write_text(LIB)
+    (root / "app.py").write_text(APP)
+
+
+def traced_names(tmp_path: Path, *options: str) -> set[str]:
+    root = tmp_path / "project"
+    write_tree(root)
+    traced = run_traced([sys.executable, "app.py"], root, tmp_path / "run", *options)
+    assert traced.result.returncode == 0, traced.result.stderr
+    (executions,) = traced.data.executions.values()
+    return set(executions)
+
+
+def test_default_scope_is_the_project_not_the_stdlib(tmp_path: Path) -> None:
+    names = traced_names(tmp_path)
+    assert {"app.main", "app.<module>", "pkg.lib.helper", "pkg.lib.<module>"} <= names
+    assert not any(n.startswith(("json", "encodings", "distea")) for n in names)
+
+
+def test_exclude_glob_removes_a_package(tmp_path: Path) -> None:
+    names = traced_names(tmp_path, "--exclude", "pkg.*")
+    assert "app.main" in names
+    assert not any(n.startswith("pkg.") for n in names)
+
+
+def test_include_glob_adds_library_code(tmp_path: Path) -> None:
+    names = traced_names(tmp_path, "--include", "json.*")
+    assert "json.dumps" in names
+    assert "app.main" in names
