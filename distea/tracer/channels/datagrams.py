@@ -1,0 +1,376 @@
+"""Datagrams (UDP, Unix datagram sockets), socket pairs, and pipes written from Python.
+
+Datagrams (kinds ``udp`` and ``unixgram``): ``sendto``/``recvfrom``/
+``recvfrom_into`` are patched here; ``send``/``recv``/``recv_into``/
+``sendmsg``/``recvmsg`` on a connected datagram socket are patched by the
+stream channel, which hands non-stream sockets to :meth:`DatagramChannel.sent`
+and :meth:`DatagramChannel.received`. One datagram is one message. The
+channel is the *destination* address, the one thing both ends name alike:
+the sender knows where it sent, the receiver where it is bound (a sender's
+own address is often a wildcard it cannot see as the receiver does; it goes
+in ``meta["src"]`` for people, not for matching). Addresses are normalised
+so that the loopback, the wildcard and this host's primary address are one
+name (:func:`canonical_host`), and Unix paths are made absolute.
+``meta["fp"]`` is the payload's length and CRC-32.
+
+Socket pairs: every ``socket.socketpair()`` writes a LINK record
+(``HOST:sock:INODE`` of each end) where it is created; both the stream
+channel and multiprocessing name a socket-pair end that way, so the analyzer
+knows that what one end sends the other receives, in every process that
+inherits an end.
+
+Pipes (kind ``pipe``): ``os.read``/``os.write`` on a descriptor that is a
+pipe or FIFO (``os.pipe()``, ``os.mkfifo`` + ``os.open``, or inherited).
+Channel ``HOST:pipe:INODE``, the same at both ends. A pipe is a byte stream
+and writes and reads need not line up, so besides the message index and the
+fingerprint each event carries ``meta["bytes"] = [a, b)``, its byte range in
+that direction as counted by this process. Whether a descriptor is a pipe is
+decided by one ``fstat`` and cached per descriptor; a cached "pipe" is
+checked again (its inode) before it is recorded, so a reused descriptor
+number is never taken for the old pipe. Reads and writes that
+multiprocessing's connections make are theirs (kind ``mp``) and not counted
+again here. File objects (``open(fifo)``) read and write in C: not seen.
+"""
+
+from __future__ import annotations
+
+import os
+import socket
+import stat
+from typing import Any
+
+from distea.tracer.channels.multiprocessing import GUARD, fingerprint, pipe_name, socket_end_name
+from distea.tracer.channels.patching import Patches
+from distea.tracer.session import TracerSession
+
+LOOPBACK_NAMES = frozenset({"", "*", "0.0.0.0", "::", "localhost", "::1", "ip6-localhost"})
+_primary: list[str] = []
+
+
+def primary_address() -> str:
+    """This host's address as others see it (no packet is sent), else 127.0.0.1."""
+    if not _primary:
+        probe = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
+        try:
+            probe.connect(("10.254.254.254", 1))
+            _primary.append(probe.getsockname()[0])
+        except OSError:
+            _primary.append("127.0.0.1")
+        finally:
+            probe.close()
+    return _primary[0]
+
+
+def canonical_host(host: str) -> str:
+    """One name for every way of saying "this host"; other hosts as given."""
+    host = host.strip("[]")
+    if host in LOOPBACK_NAMES or host.startswith("127.") or host == socket.gethostname():
+        return primary_address()
+    if host.startswith("::ffff:"):
+        return canonical_host(host[7:])
+    return host
+
+
+def inet_name(addr: Any) -> str:
+    host, port = addr[0], addr[1]
+    host = canonical_host(str(host))
+    return f"[{host}]:{port}" if ":" in host else f"{host}:{port}"
+
+
+def unix_name(addr: Any) -> str:
+    if isinstance(addr, bytes):
+        if addr.startswith(b"\0"):
+            return "@" + addr[1:].decode(errors="replace")
+        addr = addr.decode(errors="replace")
+    if not addr:
+        return "?"
+    if addr.startswith("\0"):
+        return "@" + addr[1:]
+    return os.path.abspath(addr)
+
+
+class DatagramChannel:
+    def __init__(self) -> None:
+        self.patches = Patches()
+        self.pipe_fds: dict[int, int] = {}
+        """fd → pipe inode; -1 for a descriptor known not to be a pipe."""
+        self.pipe_counts: dict[int, list[int]] = {}
+        """pipe inode → [messages written, bytes written, messages read, bytes read]."""
+        self.sock_counts: dict[str, list[int]] = {}
+        self.session: TracerSession | None = None
+        self._stream_channel: Any = None
+
+    def install(self, session: TracerSession) -> None:
+        self.session = session
+        for channel in session.channels:
+            if hasattr(channel, "datagrams") and hasattr(channel, "streams"):
+                channel.datagrams = self
+                self._stream_channel = channel
+        cls = socket.socket
+        self._patch_sendto(cls)
+        self._patch_recvfrom(cls, "recvfrom")
+        self._patch_recvfrom(cls, "recvfrom_into")
+        self._patch_socketpair()
+        self._patch_pipes()
+
+    def uninstall(self) -> None:
+        if self._stream_channel is not None:
+            self._stream_channel.datagrams = None
+        self.patches.restore()
+
+    # -- datagram sockets ---------------------------------------------------------
+
+    @staticmethod
+    def _kind(sock: socket.socket) -> str | None:
+        if sock.type != socket.SOCK_DGRAM:
+            return None
+        if sock.family == socket.AF_UNIX:
+            return "unixgram"
+        if sock.family in (socket.AF_INET, socket.AF_INET6):
+            return "udp"
+        return None
+
+    @staticmethod
+    def _name(kind: str, addr: Any) -> str:
+        return unix_name(addr) if kind == "unixgram" else inet_name(addr)
+
+    def _next(self, key: str, slot: int) -> int:
+        counts = self.sock_counts.get(key)
+        if counts is None:
+            counts = self.sock_counts[key] = [0, 0]
+        index = counts[slot]
+        counts[slot] = index + 1
+        return index
+
+    def _pair_end(self, sock: socket.socket) -> str | None:
+        """A socket-pair end (both ends unnamed Unix sockets) is named by its inode."""
+        if sock.family != socket.AF_UNIX or sock.getsockname():
+            return None
+        try:
+            if sock.getpeername():
+                return None
+        except OSError:
+            return None
+        return socket_end_name(os.fstat(sock.fileno()).st_ino)
+
+    def _record_send(self, sock: socket.socket, payload: Any, dst: Any) -> None:
+        kind = self._kind(sock)
+        if kind is None or self.session is None:
+            return
+        channel = self._pair_end(sock) if dst is None else None
+        if channel is None:
+            channel = self._name(kind, dst if dst is not None else sock.getpeername())
+        meta: dict[str, Any] = {"fp": fingerprint(payload)}
+        try:
+            meta["src"] = self._name(kind, sock.getsockname())
+        except OSError:
+            pass
+        index = self._next(channel, 0)
+        self.session.send(kind, channel, index, index + 1, meta)
+
+    def _record_recv(self, sock: socket.socket, payload: Any, src: Any) -> None:
+        kind = self._kind(sock)
+        if kind is None or self.session is None:
+            return
+        channel = self._pair_end(sock) or self._name(kind, sock.getsockname())
+        meta: dict[str, Any] = {"fp": fingerprint(payload)}
+        if src is not None:
+            meta["src"] = self._name(kind, src)
+        index = self._next(channel, 1)
+        self.session.recv(kind, channel, index, index + 1, meta)
+
+    def sent(self, sock: socket.socket, name: str, data: Any, args: tuple[Any, ...],
+             result: Any) -> None:
+        """A ``send``/``sendall``/``sendmsg`` on a non-stream socket succeeded."""
+        if name == "sendmsg":
+            if len(args) >= 3 and args[2] is not None:
+                return self._record_send(sock, b"".join(bytes(b) for b in data), args[2])
+            payload: Any = b"".join(bytes(b) for b in data)
+        else:
+            payload = data
+        self._record_send(sock, payload, None)
+
+    def received(self, sock: socket.socket, name: str, args: tuple[Any, ...],
+                 result: Any) -> None:
+        """A ``recv``/``recv_into``/``recvmsg``/``recvmsg_into`` on a non-stream socket."""
+        if name == "recv":
+            payload, src = result, None
+        elif name == "recv_into":
+            payload, src = memoryview(args[0]).cast("B")[:result], None
+        elif name == "recvmsg":
+            payload, src = result[0], result[3]
+        else:  # recvmsg_into
+            buffers = [memoryview(b).cast("B") for b in args[0]]
+            payload = b"".join(bytes(b) for b in buffers)[:result[0]]
+            src = result[3]
+        self._record_recv(sock, payload, src or None)
+
+    def _patch_sendto(self, cls: type) -> None:
+        original = cls.sendto  # type: ignore[attr-defined]
+        channel = self
+
+        def sendto(sock: Any, data: Any, *args: Any) -> Any:
+            result = original(sock, data, *args)
+            try:
+                channel._record_send(sock, data, args[-1] if args else None)
+            except Exception:
+                channel._error()
+            return result
+
+        sendto.__wrapped__ = original  # type: ignore[attr-defined]
+        self.patches.replace(cls, "sendto", sendto)
+
+    def _patch_recvfrom(self, cls: type, name: str) -> None:
+        original = getattr(cls, name)
+        channel = self
+        into = name == "recvfrom_into"
+
+        def recvfrom(sock: Any, *args: Any, **kwargs: Any) -> Any:
+            result = original(sock, *args, **kwargs)
+            try:
+                if into:
+                    buffer = args[0] if args else kwargs["buffer"]
+                    payload = memoryview(buffer).cast("B")[:result[0]]
+                else:
+                    payload = result[0]
+                channel._record_recv(sock, payload, result[1] or None)
+            except Exception:
+                channel._error()
+            return result
+
+        recvfrom.__wrapped__ = original  # type: ignore[attr-defined]
+        self.patches.replace(cls, name, recvfrom)
+
+    def _error(self) -> None:
+        if self.session is not None:
+            self.session.errors += 1
+
+    # -- socket pairs ---------------------------------------------------------------
+
+    def _patch_socketpair(self) -> None:
+        original = socket.socketpair
+        channel = self
+
+        def socketpair(*args: Any, **kwargs: Any) -> Any:
+            pair = original(*args, **kwargs)
+            session = channel.session
+            if session is not None and not session.finished:
+                try:
+                    a, b = (socket_end_name(os.fstat(s.fileno()).st_ino) for s in pair)
+                    session.link("socketpair", a, b)
+                except Exception:
+                    session.errors += 1
+            return pair
+
+        socketpair.__wrapped__ = original  # type: ignore[attr-defined]
+        self.patches.replace(socket, "socketpair", socketpair)
+
+    # -- pipes ----------------------------------------------------------------------
+
+    def _pipe_inode(self, fd: int) -> int:
+        """The pipe inode behind ``fd``, or -1; one fstat per new descriptor."""
+        ino = self.pipe_fds.get(fd)
+        if ino is None or ino >= 0:
+            try:
+                st = os.fstat(fd)
+            except OSError:
+                return -1
+            now = st.st_ino if stat.S_ISFIFO(st.st_mode) else -1
+            self.pipe_fds[fd] = now
+            return now
+        return ino
+
+    def _forget(self, *fds: int) -> None:
+        for fd in fds:
+            self.pipe_fds.pop(fd, None)
+
+    def _pipe_event(self, fd: int, payload: Any, sending: bool) -> None:
+        ino = self._pipe_inode(fd)
+        session = self.session
+        if ino < 0 or session is None or getattr(GUARD, "in_mp_call", False):
+            return
+        counts = self.pipe_counts.get(ino)
+        if counts is None:
+            counts = self.pipe_counts[ino] = [0, 0, 0, 0]
+        slot = 0 if sending else 2
+        index, start = counts[slot], counts[slot + 1]
+        size = len(payload)
+        counts[slot], counts[slot + 1] = index + 1, start + size
+        meta = {"fp": fingerprint(payload), "bytes": [start, start + size]}
+        if sending:
+            session.send("pipe", pipe_name(ino), index, index + 1, meta)
+        else:
+            session.recv("pipe", pipe_name(ino), index, index + 1, meta)
+
+    def _patch_pipes(self) -> None:
+        channel = self
+        pipe_fds = self.pipe_fds
+        orig_read, orig_write = os.read, os.write
+
+        def read(fd: int, n: int) -> bytes:
+            data = orig_read(fd, n)
+            if data and pipe_fds.get(fd, 0) != -1:
+                try:
+                    channel._pipe_event(fd, data, False)
+                except Exception:
+                    channel._error()
+            return data
+
+        def write(fd: int, data: Any) -> int:
+            written = orig_write(fd, data)
+            if written and pipe_fds.get(fd, 0) != -1:
+                try:
+                    channel._pipe_event(fd, memoryview(data).cast("B")[:written], True)
+                except Exception:
+                    channel._error()
+            return written
+
+        for func, original in ((read, orig_read), (write, orig_write)):
+            func.__wrapped__ = original  # type: ignore[attr-defined]
+            func.__name__ = original.__name__
+            func.__doc__ = original.__doc__
+        self.patches.replace(os, "read", read)
+        self.patches.replace(os, "write", write)
+        self._patch_fd_makers()
+
+    def _patch_fd_makers(self) -> None:
+        """Keep the fd cache true: new and closed descriptors are forgotten."""
+        channel = self
+
+        def wrap_new(name: str) -> None:
+            original = getattr(os, name)
+
+            def new_fd(*args: Any, **kwargs: Any) -> Any:
+                result = original(*args, **kwargs)
+                channel._forget(*(result if isinstance(result, tuple) else (result,)))
+                return result
+
+            new_fd.__wrapped__ = original  # type: ignore[attr-defined]
+            new_fd.__name__ = original.__name__
+            new_fd.__doc__ = original.__doc__
+            self.patches.replace(os, name, new_fd)
+
+        def wrap_close(name: str) -> None:
+            original = getattr(os, name)
+
+            def close_fd(*args: Any, **kwargs: Any) -> Any:
+                if name == "close":
+                    channel._forget(args[0] if args else kwargs["fd"])
+                elif name == "dup2":
+                    channel._forget(args[1] if len(args) > 1 else kwargs["fd2"])
+                else:  # closerange
+                    low, high = args[0], args[1]
+                    for fd in [fd for fd in channel.pipe_fds if low <= fd < high]:
+                        channel._forget(fd)
+                return original(*args, **kwargs)
+
+            close_fd.__wrapped__ = original  # type: ignore[attr-defined]
+            close_fd.__name__ = original.__name__
+            close_fd.__doc__ = original.__doc__
+            self.patches.replace(os, name, close_fd)
+
+        for name in ("pipe", "pipe2", "open", "dup"):
+            if hasattr(os, name):
+                wrap_new(name)
+        for name in ("close", "dup2", "closerange"):
+            wrap_close(name)

@@ -1,0 +1,285 @@
+"""ZeroMQ (pyzmq): every socket pattern, sync and zmq.asyncio, message level.
+
+libzmq does its I/O in its own C threads, so nothing is visible at the OS
+socket level; messages are recorded where Python hands them to libzmq and
+takes them back. Every pyzmq send and receive funnels into
+``Socket.send``/``Socket.recv`` (``send_multipart``, ``send_string``,
+``send_pyobj``, ``send_json``, ``send_serialized`` and their twins call
+them frame by frame), so only those two (and ``recv_into``) are patched:
+nothing is counted twice. ``zmq.asyncio`` sockets do their real sends and
+receives on a plain "shadow" socket of the same libzmq socket, once the
+event loop finds it ready: the message is recorded then, on completion.
+
+One multipart message is one message: recorded at its last frame (no
+SNDMORE / no RCVMORE after it). Its fingerprint (``meta["fp"]``, length and
+CRC-32) is that of the *last* frame, the only frame both ends surely see
+alike: ROUTER adds and strips identity frames, REQ/REP add and strip empty
+delimiters, and those never come last.
+
+Channel: the socket's endpoint, normalised so both ends write the same
+string: ``bind`` endpoints are read back from ``LAST_ENDPOINT`` (port 0 and
+``*`` resolved); the wildcard, ``localhost``, loopback and this host's
+address are one name (see :func:`~distea.tracer.channels.datagrams.
+canonical_host`); ``ipc://`` paths are absolute; ``inproc://`` names get the
+process id. A direction suffix tells the two ways apart:
+``"ENDPOINT bind>connect"`` for messages from the bound socket to the
+connected ones, ``"ENDPOINT connect>bind"`` the other way. A socket with
+several endpoints is named by its first bind, else its first connect (which
+peer a message came from is not observable). PUB/XPUB/RADIO sends carry
+``meta["fanout"] = True``.
+
+Never traced: the tracer's own emitter socket, and monitor sockets
+(``get_monitor_socket``: libzmq writes their events itself).
+"""
+
+from __future__ import annotations
+
+import os
+import zlib
+from typing import Any
+
+import zmq
+
+from distea.tracer.channels.datagrams import canonical_host
+from distea.tracer.channels.patching import Patches
+from distea.tracer.session import TracerSession
+
+KIND = "zmq"
+FANOUT_TYPES = frozenset(t for t in (getattr(zmq, "PUB", None), getattr(zmq, "XPUB", None),
+                                      getattr(zmq, "RADIO", None)) if t is not None)
+SNDMORE = zmq.SNDMORE
+
+
+def normalise_endpoint(addr: str) -> str:
+    """One spelling of an endpoint for both of its ends."""
+    transport, sep, rest = addr.partition("://")
+    if not sep:
+        return addr
+    if transport in ("tcp", "ws", "wss", "udp"):
+        if ";" in rest:  # "tcp://source;destination"
+            rest = rest.split(";", 1)[1]
+        host, colon, port = rest.rpartition(":")
+        if not colon:
+            return addr
+        suffix = ""
+        if "/" in port:  # ws://host:port/path
+            port, slash, path = port.partition("/")
+            suffix = slash + path
+        host = canonical_host(host)
+        host = f"[{host}]" if ":" in host else host
+        return f"{transport}://{host}:{port}{suffix}"
+    if transport == "ipc":
+        if rest.startswith("@"):
+            return addr
+        return f"ipc://{os.path.abspath(rest)}"
+    if transport == "inproc":
+        return f"{addr}@{os.getpid()}"
+    return addr
+
+
+def frame_fingerprint(frame: Any) -> int:
+    if isinstance(frame, bytes):
+        view: Any = frame
+    elif isinstance(frame, zmq.Frame):
+        view = frame.buffer
+    else:
+        view = memoryview(frame).cast("B")
+    return (len(view) << 32) | zlib.crc32(view)
+
+
+class _SocketState:
+    """What one libzmq socket has bound and connected, and its message counts."""
+
+    __slots__ = ("bound", "connected", "fanout", "received", "sent")
+
+    def __init__(self, socket_type: int) -> None:
+        self.bound: list[str] = []
+        self.connected: list[str] = []
+        self.fanout = socket_type in FANOUT_TYPES
+        self.sent = 0
+        self.received = 0
+
+    def channels(self) -> tuple[str, str] | None:
+        """(send channel, receive channel), or None before any bind/connect."""
+        if self.bound:
+            return f"{self.bound[0]} bind>connect", f"{self.bound[0]} connect>bind"
+        if self.connected:
+            return f"{self.connected[0]} connect>bind", f"{self.connected[0]} bind>connect"
+        return None
+
+
+class ZmqChannel:
+    def __init__(self) -> None:
+        self.patches = Patches()
+        self.states: dict[int, _SocketState] = {}
+        """libzmq socket address (``Socket.underlying``) → state; shadows share it."""
+        self.ignored: set[int] = set()
+        self.session: TracerSession | None = None
+
+    def install(self, session: TracerSession) -> None:
+        self.session = session
+        cls = zmq.Socket
+        self._patch_endpoint(cls, "bind")
+        self._patch_endpoint(cls, "connect")
+        self._patch_close(cls)
+        self._patch_monitor(cls)
+        self._patch_send(cls)
+        self._patch_recv(cls)
+        if hasattr(cls, "recv_into"):
+            self._patch_recv_into(cls)
+
+    def uninstall(self) -> None:
+        self.patches.restore()
+
+    def _traced(self, sock: Any) -> _SocketState | None:
+        session = self.session
+        if session is None or sock is session.emitter._socket:
+            return None
+        address = sock.underlying
+        if address in self.ignored:
+            return None
+        return self.states.get(address)
+
+    def _error(self) -> None:
+        if self.session is not None:
+            self.session.errors += 1
+
+    # -- endpoints ----------------------------------------------------------------
+
+    def _patch_endpoint(self, cls: type, name: str) -> None:
+        original = getattr(cls, name)
+        channel = self
+        binding = name == "bind"
+
+        def endpoint(sock: Any, addr: Any, *args: Any, **kwargs: Any) -> Any:
+            result = original(sock, addr, *args, **kwargs)
+            try:
+                session = channel.session
+                if session is not None and sock is not session.emitter._socket:
+                    text = addr.decode() if isinstance(addr, bytes) else str(addr)
+                    if binding:
+                        last = sock.get(zmq.LAST_ENDPOINT)
+                        if last:
+                            text = last.decode() if isinstance(last, bytes) else str(last)
+                    state = channel.states.get(sock.underlying)
+                    if state is None:
+                        state = channel.states[sock.underlying] = _SocketState(
+                            sock.get(zmq.TYPE))
+                    (state.bound if binding else state.connected).append(
+                        normalise_endpoint(text))
+            except Exception:
+                channel._error()
+            return result
+
+        endpoint.__wrapped__ = original  # type: ignore[attr-defined]
+        self.patches.replace(cls, name, endpoint)
+
+    def _patch_close(self, cls: type) -> None:
+        original = cls.close  # type: ignore[attr-defined]
+        channel = self
+
+        def close(sock: Any, *args: Any, **kwargs: Any) -> Any:
+            try:
+                if not sock.closed:
+                    address = sock.underlying
+                    # A shadow closing does not end the socket it shadows.
+                    if not getattr(sock, "_shadow", False):
+                        channel.states.pop(address, None)
+                        channel.ignored.discard(address)
+            except Exception:
+                channel._error()
+            return original(sock, *args, **kwargs)
+
+        close.__wrapped__ = original  # type: ignore[attr-defined]
+        self.patches.replace(cls, "close", close)
+
+    def _patch_monitor(self, cls: type) -> None:
+        original = getattr(cls, "get_monitor_socket", None)
+        if original is None:
+            return
+        channel = self
+
+        def get_monitor_socket(sock: Any, *args: Any, **kwargs: Any) -> Any:
+            monitor = original(sock, *args, **kwargs)
+            try:
+                channel.ignored.add(monitor.underlying)
+            except Exception:
+                channel._error()
+            return monitor
+
+        get_monitor_socket.__wrapped__ = original  # type: ignore[attr-defined]
+        self.patches.replace(cls, "get_monitor_socket", get_monitor_socket)
+
+    # -- messages -----------------------------------------------------------------
+
+    def _patch_send(self, cls: type) -> None:
+        original = cls.send  # type: ignore[attr-defined]
+        channel = self
+
+        def send(sock: Any, data: Any, flags: int = 0, *args: Any, **kwargs: Any) -> Any:
+            result = original(sock, data, flags, *args, **kwargs)
+            if not flags & SNDMORE:
+                try:
+                    state = channel._traced(sock)
+                    if state is not None:
+                        channel._record(state, data, True)
+                except Exception:
+                    channel._error()
+            return result
+
+        send.__wrapped__ = original  # type: ignore[attr-defined]
+        self.patches.replace(cls, "send", send)
+
+    def _patch_recv(self, cls: type) -> None:
+        original = cls.recv  # type: ignore[attr-defined]
+        channel = self
+
+        def recv(sock: Any, *args: Any, **kwargs: Any) -> Any:
+            frame = original(sock, *args, **kwargs)
+            try:
+                state = channel._traced(sock)
+                if state is not None:
+                    more = frame.more if isinstance(frame, zmq.Frame) else sock.get(zmq.RCVMORE)
+                    if not more:
+                        channel._record(state, frame, False)
+            except Exception:
+                channel._error()
+            return frame
+
+        recv.__wrapped__ = original  # type: ignore[attr-defined]
+        self.patches.replace(cls, "recv", recv)
+
+    def _patch_recv_into(self, cls: type) -> None:
+        original = cls.recv_into  # type: ignore[attr-defined]
+        channel = self
+
+        def recv_into(sock: Any, buffer: Any, *args: Any, **kwargs: Any) -> Any:
+            nbytes = original(sock, buffer, *args, **kwargs)
+            try:
+                state = channel._traced(sock)
+                if state is not None and not sock.get(zmq.RCVMORE):
+                    view = memoryview(buffer).cast("B")
+                    channel._record(state, view[:min(nbytes, len(view))], False)
+            except Exception:
+                channel._error()
+            return nbytes
+
+        recv_into.__wrapped__ = original  # type: ignore[attr-defined]
+        self.patches.replace(cls, "recv_into", recv_into)
+
+    def _record(self, state: _SocketState, last_frame: Any, sending: bool) -> None:
+        session = self.session
+        channels = state.channels()
+        if session is None or channels is None:
+            return
+        meta: dict[str, Any] = {"fp": frame_fingerprint(last_frame)}
+        if sending:
+            if state.fanout:
+                meta["fanout"] = True
+            index = state.sent
+            state.sent += 1
+            session.send(KIND, channels[0], index, index + 1, meta)
+        else:
+            index = state.received
+            state.received += 1
+            session.recv(KIND, channels[1], index, index + 1, meta)
