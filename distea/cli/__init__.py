@@ -4,11 +4,11 @@ from __future__ import annotations
 
 import click
 
+from distea.cli.collect import collect
 from distea.cli.demo import demo
 from distea.cli.export import export
 from distea.cli.query import deps, explain, impact, methods, show
 from distea.cli.report import report
-from distea.cli.collect import collect
 from distea.cli.run import run
 
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import itertools
 import sys
 from pathlib import Path
 
@@ -55,7 +56,7 @@ def test_subprocess_chain_three_deep(program, tmp_path: Path) -> None:
     assert all("chain.level" in data.executions[k] for k in chain)
     assert all(p.complete for p in infos)
     # each parent's wait received the exit of its child
-    for parent, child in zip(chain, chain[1:], strict=False):
+    for parent, child in itertools.pairwise(chain):
         exits = [e for e in data.messages[parent] if e.kind == "exit" and e.direction == "recv"]
         assert [e.channel.split(":")[1] for e in exits] == [str(data.processes[child].pid)]
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import itertools
 import sys
 from pathlib import Path
 
@@ -81,7 +82,7 @@ def test_stream_byte_ranges_on_both_ends(program, tmp_path: Path, family: str) -
     assert [(s.start, s.end) for s in sends] == [(0, 6), (6, 12)]
     assert [s.method for s in sends] == ["echo.client", "echo.client"]
     assert recvs[0].start == 0 and recvs[-1].end == 12
-    assert all(b.start == a.end for a, b in zip(recvs, recvs[1:], strict=False))
+    assert all(b.start == a.end for a, b in itertools.pairwise(recvs))
     assert {r.method for r in recvs} == {"echo.read_request"}
     assert {s.process for s in sends} != {r.process for r in recvs}
     reply = [k for k in found if k[0] != request_channel]
@@ -164,8 +165,8 @@ def test_ssl_plaintext_offsets(program, tmp_path: Path) -> None:
     cert.private_key_and_cert_chain_pem.write_to_path(str(cert_file))
     cert.private_key_pem.write_to_path(str(key_file))
     authority.cert_pem.write_to_path(str(tmp_path / "ca.pem"))
-    script = program("tls.py", SSL_PROGRAM.replace("load_verify_locations(cert)",
-                                                   f"load_verify_locations({str(tmp_path / 'ca.pem')!r})"))
+    trusted = f"load_verify_locations({str(tmp_path / 'ca.pem')!r})"
+    script = program("tls.py", SSL_PROGRAM.replace("load_verify_locations(cert)", trusted))
     traced = run_traced([sys.executable, script.name, str(cert_file), str(key_file)],
                         script.parent, tmp_path / "run")
     assert traced.result.stdout == "b'terces'\n", traced.result.stderr
