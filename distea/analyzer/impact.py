@@ -164,7 +164,28 @@ class Analysis:
         return firsts
 
     def starts(self, firsts: Mapping[int, int]) -> dict[int, int]:
-        """s_P(Q) for every process the impact reaches."""
+        """s_P(Q) for every process the impact reaches.
+
+        Vector clocks give it directly; the few uncertain edges kept out of the
+        vector clocks (``Order.extra``) are then followed to a fixed point.
+        """
+        sources = dict(firsts)
+        m = self.matching
+        while True:
+            out = self._starts_once(sources)
+            changed = False
+            for s, r in self.order.extra:
+                sy = out.get(m.proc_of[s])
+                if sy is None or m.events[s].clock < sy:
+                    continue
+                p, c = m.proc_of[r], m.events[r].clock
+                if (p not in out or c < out[p]) and (p not in sources or c < sources[p]):
+                    sources[p] = c
+                    changed = True
+            if not changed:
+                return out
+
+    def _starts_once(self, firsts: Mapping[int, int]) -> dict[int, int]:
         order = self.order
         out: dict[int, int] = {}
         for p in range(len(self.keys)):
@@ -214,12 +235,16 @@ class Analysis:
         if self._distia_pairs is None:
             m, order = self.matching, self.order
             pairs: dict[tuple[int, int], tuple[list[int], list[int]]] = {}
+            extra_senders: dict[int, set[int]] = {}
+            for s, r in order.extra:
+                extra_senders.setdefault(r, set()).add(m.proc_of[s])
             for r in sorted(order.sources.keys() | order.hub_of.keys()):
                 p = m.proc_of[r]
                 senders = {m.proc_of[s] for s in order.sources.get(r, ())}
                 h = order.hub_of.get(r)
                 if h is not None:
                     senders.update(m.proc_of[s] for s in m.hubs[h][0])
+                senders.update(extra_senders.get(r, ()))
                 senders.discard(p)
                 for y in senders:
                     ls, cs = pairs.setdefault((p, y), ([], []))
@@ -251,16 +276,19 @@ class Analysis:
 
     def deps(self, targets: list[str], methods: list[str]) -> DepsResult:
         order = self.order
+        m = self.matching
         n = len(self.keys)
         ends = [-1] * n
-        for q, key in enumerate(self.keys):
-            ex = self.executions.get(key, {})
-            for name in methods:
-                e = ex.get(name)
-                if e is None:
-                    continue
-                vec = order.vector_at(q, e.last)
+        points = [(q, e.last) for q, key in enumerate(self.keys)
+                  for name in methods if (e := self.executions.get(key, {}).get(name))]
+        while points:
+            for q, clock in points:
+                vec = order.vector_at(q, clock)
                 ends = [a if a >= b else b for a, b in zip(ends, vec, strict=True)]
+            # uncertain edges kept out of the vector clocks: follow them backwards too
+            points = [(m.proc_of[s], m.events[s].clock) for s, r in order.extra
+                      if m.events[r].clock <= ends[m.proc_of[r]]
+                      and m.events[s].clock > ends[m.proc_of[s]]]
         out: dict[str, list[str]] = {}
         for p, end in enumerate(ends):
             if end < 0:
@@ -290,6 +318,8 @@ class Analysis:
                 for s in m.hubs[h][0]:
                     if m.proc_of[s] != m.proc_of[r]:
                         by[m.proc_of[s]].append((m.events[s].clock, s, r, m.proc_of[r]))
+            for s, r in order.extra:
+                by[m.proc_of[s]].append((m.events[s].clock, s, r, m.proc_of[r]))
             for lst in by:
                 lst.sort()
             self._by_sender = by

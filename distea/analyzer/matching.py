@@ -36,7 +36,9 @@ Per kind:
   aligned with each receiver separately). Several candidate senders, or one
   non-fanout sender whose messages several receivers share: uncertain. A
   process's own sends are candidates only when no other process sends on the
-  channel (its own clock already orders them before its receives). ``udp``
+  channel (its own clock already orders them before its receives); on ``mp``
+  and ``pipe`` channels, where a process may read back its own message from
+  a shared queue, a receiver that also sends in that class is uncertain. ``udp``
   classes where the counts differ (a datagram was lost) are uncertain too.
 """
 
@@ -53,6 +55,8 @@ STREAM_KINDS = frozenset({"tcp", "unix", "ssl"})
 LIFECYCLE_KINDS = frozenset({"proc", "exit"})
 MESSAGE_KINDS = frozenset({"mp", "zmq", "udp", "unixgram", "pipe"})
 LOSSY_KINDS = frozenset({"udp"})
+SELF_READ_KINDS = frozenset({"mp", "pipe"})
+"""Kinds where one channel name can be a queue that a process both writes and reads."""
 
 Hub = tuple[tuple[int, ...], tuple[int, ...]]
 Uncertain = tuple[int, tuple[tuple[int, ...], ...]]
@@ -364,7 +368,10 @@ def _match_messages(
             cs = cands[rp]
             if not cs:
                 continue  # external
-            if len(cs) == 1:
+            # On a shared queue a process may read its own message: then its own sends
+            # are possible senders too (ordered by its clock already, so not candidates).
+            self_possible = kind in SELF_READ_KINDS and rp in senders and cs != [rp]
+            if len(cs) == 1 and not self_possible:
                 sp = cs[0]
                 sids = senders[sp]
                 fanout = any((events[s].meta or {}).get("fanout") for s in sids)

@@ -28,7 +28,7 @@ from __future__ import annotations
 from bisect import bisect_left, bisect_right
 from collections import deque
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from operator import itemgetter
 
 from distea.analyzer.matching import Matching
@@ -64,7 +64,11 @@ class Order:
     clocks: list[list[int]]
     """Per process: clocks of all its message events (for Lamport lookups)."""
     dropped_candidates: int = 0
-    """Uncertain candidate sends found causally after their receive and not used."""
+    """Uncertain candidate sends left out of the vector clocks (they closed a cycle)."""
+    extra: list[tuple[int, int]] = field(default_factory=list)
+    """(send, receive) candidates that were left out of the vector clocks only because
+    another uncertain candidate closed a cycle with them: either could be the true one,
+    so impact and dependency reachability still follow these edges (safety)."""
     notes: list[str] = field(default_factory=list)
 
     @property
@@ -132,7 +136,7 @@ def compute_order(m: Matching) -> Order:
     waiting: dict[int, list[int]] = {}
     ready = deque(range(n))
     queued = [True] * n
-    dropped = 0
+    dropped: list[tuple[int, int]] = []
     notes: list[str] = []
 
     def blocker(r: int) -> tuple[int, bool] | None:
@@ -235,7 +239,7 @@ def compute_order(m: Matching) -> Order:
         for entry in soft[r]:
             if entry[1] >= 0 and entry[0][entry[1]] == s:
                 entry[1] -= 1
-                dropped += 1
+                dropped.append((r, s))
                 break
         p = proc_of[r]
         if not queued[p]:
@@ -246,9 +250,20 @@ def compute_order(m: Matching) -> Order:
     for r, entries in soft.items():
         chosen = [e[0][e[1]] for e in entries if e[1] >= 0]
         sources.setdefault(r, []).extend(chosen)
+    extra: list[tuple[int, int]] = []
     if dropped:
-        notes.append(f"{dropped} uncertain candidate sends were causally after their receive "
-                     "and were not used")
+        # Which dropped candidates are causally after their receive through certain
+        # edges alone? Those could never be the sender; the others stay possible.
+        certain = compute_order(replace(m, uncertain=[]))
+        for r, s in dropped:
+            pr, ps = proc_of[r], proc_of[s]
+            if not certain.happens_before(pr, events[r].clock, ps, events[s].clock):
+                extra.append((s, r))
+        notes.append(f"{len(dropped) - len(extra)} uncertain candidate sends were causally "
+                     "after their receive and were not used")
+        if extra:
+            notes.append(f"{len(extra)} uncertain candidate sends could not be placed in one "
+                         "consistent order with the others; impact still follows them")
     clocks = [[events[i].clock for i in m.events_of(p)] for p in range(n)]
     return Order(
         process_keys=m.process_keys,
@@ -259,7 +274,8 @@ def compute_order(m: Matching) -> Order:
         hub_of=hub_of,
         lamport=lamport,
         clocks=clocks,
-        dropped_candidates=dropped,
+        dropped_candidates=len(dropped),
+        extra=extra,
         notes=notes,
     )
 

@@ -13,7 +13,7 @@ import json
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, TypeVar
+from typing import TYPE_CHECKING, Any
 
 import click
 from rich.console import Console
@@ -24,10 +24,9 @@ if TYPE_CHECKING:
     from distea.analyzer.run import Run
 
 JSON_SCHEMA = 1
-F = TypeVar("F", bound=Callable[..., Any])
 
 
-def run_option(func: F) -> F:
+def run_option[F: Callable[..., Any]](func: F) -> F:
     func = click.option("--json", "as_json", is_flag=True,
                         help="Print one JSON object (see docs/json-output.md).")(func)
     return click.option("--run", "run_dir", type=click.Path(path_type=Path), default=None,
@@ -35,7 +34,7 @@ def run_option(func: F) -> F:
                         help="Run directory (default: the latest under .distea/runs).")(func)
 
 
-def diff_options(func: F) -> F:
+def diff_options[F: Callable[..., Any]](func: F) -> F:
     func = click.option("--repo", type=click.Path(path_type=Path, file_okay=False),
                         default=None, help="Git work tree for --diff (default: current dir).")(func)
     return click.option("--diff", "diff_rev", metavar="REV", default=None,

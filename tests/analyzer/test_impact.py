@@ -249,3 +249,26 @@ def test_graph_has_program_and_message_edges(tb: TraceBuilder) -> None:
     assert sum(1 for _, _, d in g.edges(data=True) if d["kind"] == "message") == 2
     assert g.nodes[("exec", "h:3:0", "app.c_after")]["impacted"]
     assert not g.nodes[("exec", "h:3:0", "app.c_before")]["impacted"]
+
+
+def test_two_uncertain_candidates_closing_a_cycle_stay_safe(tb: TraceBuilder) -> None:
+    """Shared queue, look-alike payloads: P1 reads back its own "b", P0 reads P1's "a".
+
+    The analyzer cannot tell that from "P1 reads P0's b, P0 reads P3's a"; both
+    candidate edges cannot sit in one order, so one is kept out of the vector
+    clocks, but impact must still follow it (P0's m1 is truly impacted).
+    """
+    p0, p1, p3 = tb.process("P0"), tb.process("P1"), tb.process("P3")
+    p1.run("app.m3", 1, 1)
+    p1.send(2, "mp", "shared", fp="b")
+    p1.recv(3, "mp", "shared", fp="b")
+    p1.send(4, "mp", "shared", fp="a")
+    p0.recv(1, "mp", "shared", fp="a")
+    p0.run("app.m1", 2, 2)
+    p0.send(3, "mp", "shared", fp="b")
+    p3.send(1, "mp", "shared", fp="a")
+    run = load(tb)
+    assert impacted(run, "app.m3") == {("P1", "app.m3"), ("P0", "app.m1")}
+    assert len(run.order.extra) == 1
+    deps = run.deps("app.m1")
+    assert ("h:2:0", "app.m3") in set(deps.pairs())
