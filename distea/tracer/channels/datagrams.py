@@ -34,6 +34,7 @@ again here. File objects (``open(fifo)``) read and write in C: not seen.
 
 from __future__ import annotations
 
+import contextlib
 import os
 import socket
 import stat
@@ -161,10 +162,8 @@ class DatagramChannel:
         if channel is None:
             channel = self._name(kind, dst if dst is not None else sock.getpeername())
         meta: dict[str, Any] = {"fp": fingerprint(payload)}
-        try:
+        with contextlib.suppress(OSError):
             meta["src"] = self._name(kind, sock.getsockname())
-        except OSError:
-            pass
         index = self._next(channel, 0)
         self.session.send(kind, channel, index, index + 1, meta)
 
@@ -325,8 +324,9 @@ class DatagramChannel:
                     channel._error()
             return written
 
-        for func, original in ((read, orig_read), (write, orig_write)):
-            func.__wrapped__ = original  # type: ignore[attr-defined]
+        funcs: list[tuple[Any, Any]] = [(read, orig_read), (write, orig_write)]
+        for func, original in funcs:
+            func.__wrapped__ = original
             func.__name__ = original.__name__
             func.__doc__ = original.__doc__
         self.patches.replace(os, "read", read)

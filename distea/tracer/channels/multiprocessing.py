@@ -41,6 +41,7 @@ multiprocessing pays one set lookup per import.
 
 from __future__ import annotations
 
+import contextlib
 import importlib.abc
 import os
 import socket
@@ -133,10 +134,8 @@ class ImportHooks(importlib.abc.MetaPathFinder):
     def remove(self) -> None:
         self.watched.clear()
         if self.installed:
-            try:
+            with contextlib.suppress(ValueError):
                 sys.meta_path.remove(self)
-            except ValueError:
-                pass
             self.installed = False
 
     def find_spec(self, fullname: str, path: Any, target: Any = None) -> Any:
@@ -163,10 +162,8 @@ class ImportHooks(importlib.abc.MetaPathFinder):
             try:
                 original(module)
             finally:
-                try:
+                with contextlib.suppress(AttributeError):
                     del loader.exec_module
-                except AttributeError:
-                    pass
             for callback in callbacks:
                 callback(module)
 

@@ -1,0 +1,403 @@
+"""torch.distributed: collectives and point-to-point, sync and async.
+
+Installed by a post-import hook the moment ``torch.distributed`` finishes
+importing (a program without torch pays one dict lookup per import). The
+public functions are replaced in both ``torch.distributed`` and
+``torch.distributed.distributed_c10d`` by the same wrapper, so
+``P2POp(dist.isend, ...)`` (checked against the c10d name) keeps working.
+
+Collectives (kind ``torch``, ``meta["op"]``, ``meta["role"]``): every rank
+calls the collectives of a group in the same order, so each process keeps a
+counter per group and names the n-th collective ``"GROUP:n"`` (``GROUP`` is
+``WORLD`` for the default group, else the group's name, else its ranks).
+Roles follow the data: ``all`` (all_reduce, all_gather*, reduce_scatter*,
+all_to_all*, barrier: each rank sends and receives), ``root``/``leaf`` for
+one-to-all (broadcast*, scatter*: the root sends, the leaves receive) and
+all-to-one (reduce, gather*: the leaves send, the root receives). The
+analyzer puts every send of a ``GROUP:n`` before every receive of it.
+
+Point-to-point (``send``/``isend``/``recv``/``irecv``/``batch_isend_irecv``,
+no role): channel ``"p2p:GROUP:SRC>DST:TAG"`` with global ranks, in order.
+
+The send side is recorded once the call has returned (the contribution is
+handed over); the receive side when the data is there: at return for a
+synchronous call, at the first ``Work.wait()`` for ``async_op=True`` and
+``i*`` calls. Where ``Work.wait`` cannot be patched, or more than
+``MAX_PENDING`` handles are never waited for, the receive is recorded
+early, which only adds order (safe). Calls that torch makes from inside a
+wrapped call (``all_gather_object`` runs ``all_gather``) are not counted
+again: every rank makes the same nested calls, so counts stay aligned.
+
+Not seen: collectives issued from C++ (DistributedDataParallel's gradient
+buckets, ``_broadcast_coalesced``), the store used for rendezvous, and
+completion observed only through ``Work.is_completed``/``get_future``.
+"""
+
+from __future__ import annotations
+
+import inspect
+import threading
+from collections import OrderedDict, defaultdict
+from collections.abc import Callable
+from types import ModuleType
+from typing import Any
+
+from distea.tracer.channels.multiprocessing import IMPORT_HOOKS
+from distea.tracer.channels.patching import Patches
+from distea.tracer.session import TracerSession
+
+KIND = "torch"
+MODULE = "torch.distributed"
+MAX_PENDING = 4096
+
+ALL, ROOT_SRC, ROOT_DST = "all", "src", "dst"
+COLLECTIVES: dict[str, str] = {
+    "all_reduce": ALL,
+    "all_reduce_coalesced": ALL,
+    "all_gather": ALL,
+    "all_gather_into_tensor": ALL,
+    "_all_gather_base": ALL,
+    "all_gather_coalesced": ALL,
+    "all_gather_object": ALL,
+    "reduce_scatter": ALL,
+    "reduce_scatter_tensor": ALL,
+    "_reduce_scatter_base": ALL,
+    "all_to_all": ALL,
+    "all_to_all_single": ALL,
+    "barrier": ALL,
+    "monitored_barrier": ALL,
+    "broadcast": ROOT_SRC,
+    "broadcast_object_list": ROOT_SRC,
+    "scatter": ROOT_SRC,
+    "scatter_object_list": ROOT_SRC,
+    "reduce": ROOT_DST,
+    "gather": ROOT_DST,
+    "gather_object": ROOT_DST,
+}
+POINT_TO_POINT: dict[str, str] = {"send": "send", "isend": "send", "recv": "recv",
+                                  "irecv": "recv"}
+
+
+class _Call:
+    """A wrapped function's arguments by name, defaults filled in."""
+
+    __slots__ = ("defaults", "names")
+
+    def __init__(self, function: Callable[..., Any]) -> None:
+        parameters: Any
+        try:
+            parameters = inspect.signature(function).parameters
+        except (TypeError, ValueError):
+            parameters = {}
+        self.names = [n for n, p in parameters.items()
+                      if p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD)]
+        self.defaults = {n: p.default for n, p in parameters.items()
+                         if p.default is not inspect.Parameter.empty}
+
+    def bind(self, args: tuple[Any, ...], kwargs: dict[str, Any]) -> dict[str, Any]:
+        bound = dict(self.defaults)
+        bound.update(zip(self.names, args, strict=False))
+        bound.update(kwargs)
+        return bound
+
+
+class TorchDistributedChannel:
+    def __init__(self) -> None:
+        self.patches = Patches()
+        self.sequence: defaultdict[str, int] = defaultdict(int)
+        """Collectives issued so far, per group (the same order on every rank)."""
+        self.p2p_counts: defaultdict[tuple[str, int], int] = defaultdict(int)
+        self.pending: OrderedDict[int, tuple[Any, list[tuple[str, str, dict[str, Any]]]]] = (
+            OrderedDict())
+        """id(work) → (work, receives to record when it is waited for)."""
+        self.guard = threading.local()
+        self.wait_patched = False
+        self.session: TracerSession | None = None
+        self.dist: Any = None
+
+    def install(self, session: TracerSession) -> None:
+        self.session = session
+        IMPORT_HOOKS.when_imported(MODULE, self._on_import)
+
+    def uninstall(self) -> None:
+        IMPORT_HOOKS.watched.pop(MODULE, None)
+        if not IMPORT_HOOKS.watched:
+            IMPORT_HOOKS.remove()
+        self.patches.restore()
+
+    def _on_import(self, module: ModuleType) -> None:
+        try:
+            self.patch_module(module)
+        except Exception:
+            if self.session is not None:
+                self.session.errors += 1
+
+    # -- patching -------------------------------------------------------------------
+
+    def patch_module(self, dist: Any) -> None:
+        """Wrap the functions of ``dist`` (``torch.distributed`` or a stand-in)."""
+        if self.session is None or self.session.finished:
+            return
+        if not getattr(dist, "is_available", lambda: True)():
+            return
+        self.dist = dist
+        c10d = getattr(dist, "distributed_c10d", None)
+        owners = [dist] + ([c10d] if c10d is not None and c10d is not dist else [])
+        for name, rule in COLLECTIVES.items():
+            self._wrap(owners, name, self._collective_wrapper, rule)
+        for name, direction in POINT_TO_POINT.items():
+            self._wrap(owners, name, self._p2p_wrapper, direction)
+        self._wrap(owners, "batch_isend_irecv", self._batch_wrapper, "")
+        work = getattr(dist, "Work", None)
+        if work is None and c10d is not None:
+            work = getattr(c10d, "Work", None)
+        if work is not None and hasattr(work, "wait"):
+            try:
+                self.patches.replace(work, "wait", self._wait_wrapper(work.wait))
+                self.wait_patched = True
+            except (AttributeError, TypeError):
+                self.wait_patched = False
+
+    def _wrap(self, owners: list[Any], name: str,
+              make: Callable[[str, Callable[..., Any], str], Callable[..., Any]],
+              how: str) -> None:
+        original = getattr(owners[0], name, None)
+        if original is None:
+            return
+        wrapper = make(name, original, how)
+        wrapper.__wrapped__ = original  # type: ignore[attr-defined]
+        wrapper.__name__ = getattr(original, "__name__", name)
+        wrapper.__doc__ = getattr(original, "__doc__", None)
+        for owner in owners:
+            if getattr(owner, name, None) is original:
+                self.patches.replace(owner, name, wrapper)
+
+    def _outermost(self, original: Callable[..., Any], args: tuple[Any, ...],
+                   kwargs: dict[str, Any]) -> tuple[bool, Any]:
+        """Run ``original``; True if this was not nested in another wrapped call."""
+        guard = self.guard
+        if getattr(guard, "inside", False):
+            return False, original(*args, **kwargs)
+        guard.inside = True
+        try:
+            return True, original(*args, **kwargs)
+        finally:
+            guard.inside = False
+
+    def _collective_wrapper(self, op: str, original: Callable[..., Any],
+                            rule: str) -> Callable[..., Any]:
+        call = _Call(original)
+
+        def collective(*args: Any, **kwargs: Any) -> Any:
+            outermost, result = self._outermost(original, args, kwargs)
+            if outermost:
+                try:
+                    self._record_collective(op, rule, call.bind(args, kwargs), result)
+                except Exception:
+                    self._error()
+            return result
+
+        return collective
+
+    def _p2p_wrapper(self, op: str, original: Callable[..., Any],
+                     direction: str) -> Callable[..., Any]:
+        call = _Call(original)
+        asynchronous = op.startswith("i")
+
+        def point_to_point(*args: Any, **kwargs: Any) -> Any:
+            outermost, result = self._outermost(original, args, kwargs)
+            if outermost:
+                try:
+                    bound = call.bind(args, kwargs)
+                    if direction == "recv" and not asynchronous and isinstance(result, int):
+                        bound["src"] = result
+                    self._record_p2p(op, direction, bound, result if asynchronous else None)
+                except Exception:
+                    self._error()
+            return result
+
+        return point_to_point
+
+    def _batch_wrapper(self, op: str, original: Callable[..., Any],
+                       how: str) -> Callable[..., Any]:
+        def batch_isend_irecv(p2p_op_list: Any, *args: Any, **kwargs: Any) -> Any:
+            outermost, works = self._outermost(original, (p2p_op_list, *args), kwargs)
+            if outermost:
+                try:
+                    self._record_batch(p2p_op_list, works)
+                except Exception:
+                    self._error()
+            return works
+
+        return batch_isend_irecv
+
+    def _wait_wrapper(self, original: Callable[..., Any]) -> Callable[..., Any]:
+        def wait(work: Any, *args: Any, **kwargs: Any) -> Any:
+            result = original(work, *args, **kwargs)
+            if self.pending:
+                try:
+                    entry = self.pending.pop(id(work), None)
+                    if entry is not None and entry[0] is work:
+                        self._emit_recvs(entry[1])
+                except Exception:
+                    self._error()
+            return result
+
+        wait.__wrapped__ = original  # type: ignore[attr-defined]
+        return wait
+
+    # -- recording ------------------------------------------------------------------
+
+    def _error(self) -> None:
+        if self.session is not None:
+            self.session.errors += 1
+
+    def group_name(self, group: Any) -> str:
+        """The same name for one group in every rank."""
+        if group is None:
+            return "WORLD"
+        dist = self.dist
+        c10d = getattr(dist, "distributed_c10d", dist)
+        member = getattr(c10d, "GroupMember", None)
+        if member is not None and group is getattr(member, "WORLD", None):
+            return "WORLD"
+        try:
+            name = getattr(group, "group_name", None)
+            if name:
+                return str(name)
+        except Exception:
+            pass
+        try:
+            return "ranks" + ",".join(str(r) for r in dist.get_process_group_ranks(group))
+        except Exception:
+            return f"group@{id(group):x}"
+
+    def _rank(self, group: Any = None) -> int:
+        if group is None:
+            return int(self.dist.get_rank())
+        return int(self.dist.get_rank(group))
+
+    def _global(self, group: Any, group_rank: int) -> int:
+        if group is None:
+            return group_rank
+        try:
+            return int(self.dist.get_global_rank(group, group_rank))
+        except Exception:
+            return group_rank
+
+    def _is_root(self, rule: str, bound: dict[str, Any]) -> bool:
+        group = bound.get("group")
+        root = bound.get(rule)
+        if root is not None:
+            return int(root) == self._rank()
+        group_root = bound.get("group_" + rule)
+        if group_root is not None:
+            return int(group_root) == self._rank(group)
+        return self._rank(group) == 0
+
+    def _record_collective(self, op: str, rule: str, bound: dict[str, Any],
+                           result: Any) -> None:
+        session = self.session
+        if session is None or session.finished:
+            return
+        name = self.group_name(bound.get("group"))
+        seq = self.sequence[name]
+        self.sequence[name] = seq + 1
+        channel = f"{name}:{seq}"
+        sends: str | None
+        recv_role: str | None
+        if rule == ALL:
+            sends, recv_role = "all", "all"
+        elif self._is_root(rule, bound):
+            sends, recv_role = ("root", None) if rule == ROOT_SRC else (None, "root")
+        else:
+            sends, recv_role = (None, "leaf") if rule == ROOT_SRC else ("leaf", None)
+        if sends is not None:
+            session.send(KIND, channel, 0, 1, {"op": op, "role": sends})
+        if recv_role is not None:
+            recv = (channel, "", {"op": op, "role": recv_role})
+            if bound.get("async_op") and result is not None:
+                self._defer(result, [recv])
+            else:
+                self._emit_recvs([recv])
+
+    def _p2p_channel(self, group: Any, src: Any, dst: Any, tag: Any) -> str:
+        return f"p2p:{self.group_name(group)}:{src}>{dst}:{tag or 0}"
+
+    def _record_p2p(self, op: str, direction: str, bound: dict[str, Any], work: Any) -> None:
+        session = self.session
+        if session is None or session.finished:
+            return
+        group = bound.get("group")
+        me = self._rank()
+        if direction == "send":
+            peer = bound.get("dst")
+            if peer is None and bound.get("group_dst") is not None:
+                peer = self._global(group, int(bound["group_dst"]))
+            channel = self._p2p_channel(group, me, peer, bound.get("tag"))
+            index = self._next(channel, 0)
+            session.send(KIND, channel, index, index + 1, {"op": op})
+            return
+        peer = bound.get("src")
+        if peer is None and bound.get("group_src") is not None:
+            peer = self._global(group, int(bound["group_src"]))
+        channel = self._p2p_channel(group, "*" if peer is None else peer, me, bound.get("tag"))
+        recv = (channel, "p2p", {"op": op})
+        if work is not None:
+            self._defer(work, [recv])
+        else:
+            self._emit_recvs([recv])
+
+    def _record_batch(self, ops: Any, works: Any) -> None:
+        session = self.session
+        if session is None or session.finished:
+            return
+        recvs = []
+        me = self._rank()
+        for p2p in ops:
+            function = getattr(p2p, "op", None)
+            name = getattr(function, "__name__", "")
+            group, tag, peer = getattr(p2p, "group", None), getattr(p2p, "tag", 0), p2p.peer
+            if name == "isend":
+                channel = self._p2p_channel(group, me, peer, tag)
+                index = self._next(channel, 0)
+                session.send(KIND, channel, index, index + 1, {"op": "batch_isend_irecv"})
+            else:
+                recvs.append((self._p2p_channel(group, peer, me, tag), "p2p",
+                              {"op": "batch_isend_irecv"}))
+        if not recvs:
+            return
+        handles = list(works) if isinstance(works, list | tuple) else [works]
+        handles = [w for w in handles if w is not None]
+        if not handles:
+            self._emit_recvs(recvs)
+            return
+        # Whichever handle is waited for first completes the batch's receives.
+        shared: list[tuple[str, str, dict[str, Any]]] = recvs
+        for handle in handles:
+            self._defer(handle, shared)
+
+    def _next(self, channel: str, slot: int) -> int:
+        key = (channel, slot)
+        index = self.p2p_counts[key]
+        self.p2p_counts[key] = index + 1
+        return index
+
+    def _defer(self, work: Any, recvs: list[tuple[str, str, dict[str, Any]]]) -> None:
+        """Record ``recvs`` when ``work`` is waited for (now, if that cannot be seen)."""
+        if not self.wait_patched:
+            self._emit_recvs(recvs)
+            return
+        self.pending[id(work)] = (work, recvs)
+        while len(self.pending) > MAX_PENDING:
+            _, (_, oldest) = self.pending.popitem(last=False)
+            self._emit_recvs(oldest)
+
+    def _emit_recvs(self, recvs: list[tuple[str, str, dict[str, Any]]]) -> None:
+        session = self.session
+        if session is None:
+            return
+        while recvs:  # shared by the handles of one batch: emptied once
+            channel, how, meta = recvs.pop(0)
+            index = self._next(channel, 1) if how == "p2p" else 0
+            session.recv(KIND, channel, index, index + 1, meta)
