@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import os
 import select
+import selectors
 import subprocess
 import sys
 import time
@@ -50,7 +51,12 @@ class Role:
 
     name: str
     process: subprocess.Popen[bytes]
-    output: str = ""
+    raw_output: bytearray = field(default_factory=bytearray)
+
+    @property
+    def output(self) -> str:
+        """Everything the role printed after its announcement."""
+        return self.raw_output.decode()
 
 
 @dataclass
@@ -95,17 +101,42 @@ class RoleGroup:
         return [int(word) for word in words[1:]]
 
     def finish(self) -> list[Role]:
-        """Wait for every role to exit; fail if one fails or the deadline passes."""
-        for role in self.roles:
-            remaining = max(0.1, self.deadline - time.monotonic())
-            try:
-                stdout, _ = role.process.communicate(timeout=remaining)
-            except subprocess.TimeoutExpired as err:
-                raise SampleError(f"{role.name}: still running at the deadline") from err
-            role.output += stdout.decode()
-            if role.process.returncode != 0:
-                raise SampleError(f"{role.name}: exited with status {role.process.returncode}")
+        """Wait for every role to exit successfully, collecting its stdout.
+
+        Fails as soon as any role fails (the others would only wait for it
+        until their own timeouts), or when the deadline passes. The pipes are
+        drained all along, so a chatty role can never block on a full pipe.
+        """
+        with selectors.DefaultSelector() as selector:
+            for role in self.roles:
+                assert role.process.stdout is not None
+                selector.register(role.process.stdout.fileno(), selectors.EVENT_READ, role)
+            while selector.get_map() or any(r.process.poll() is None for r in self.roles):
+                drain_pipes(selector)
+                check_exits(self.roles)
+                if time.monotonic() > self.deadline:
+                    running = [r.name for r in self.roles if r.process.poll() is None]
+                    raise SampleError(f"still running at the deadline: {', '.join(running)}")
+        check_exits(self.roles)
         return self.roles
+
+
+def drain_pipes(selector: selectors.BaseSelector) -> None:
+    """Move whatever the roles have written into their `output`; drop closed pipes."""
+    for key, _ in selector.select(timeout=0.02):
+        chunk = os.read(key.fd, 65536)
+        if chunk:
+            key.data.raw_output += chunk
+        else:
+            selector.unregister(key.fd)
+
+
+def check_exits(roles: Sequence[Role]) -> None:
+    """Raise if any role has exited with a non-zero status."""
+    for role in roles:
+        status = role.process.poll()
+        if status not in (None, 0):
+            raise SampleError(f"{role.name}: exited with status {status}")
 
 
 def read_line(fd: int, deadline: float) -> str:

@@ -65,8 +65,11 @@ def wait_until_down(port: int) -> None:
         try:
             probe = socket.create_connection(("127.0.0.1", port), timeout=1.0)
         except ConnectionRefusedError:
-            return
-        probe.close()
+            return  # nothing listens any more
+        except OSError:
+            pass  # reset or timed out: the node is going away; look again
+        else:
+            probe.close()  # still listening (shutting down, or alive)
         time.sleep(0.02)
     raise TimeoutError(f"node on port {port} is still up")
 
