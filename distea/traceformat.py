@@ -62,8 +62,8 @@ from typing import Any
 import msgpack
 
 from distea.model import (
-    ChannelLink,
     CallEvent,
+    ChannelLink,
     Execution,
     MessageEvent,
     Method,
@@ -77,6 +77,8 @@ RUN_META = "run.json"
 PROCS_DIR = "procs"
 PROC_SUFFIX = ".msgpack"
 UNTRACED_DIR = "untraced"
+LOST_DIR = "lost"
+"""Notes from tracers whose last records may not have reached the collector."""
 DEFAULT_RUNS_DIR = Path(".distea") / "runs"
 WIRE_MAGIC = b"distea-batch"
 """First frame of every tracer → collector message."""
@@ -128,18 +130,26 @@ def write_run_meta(path: Path, meta: dict[str, Any]) -> None:
 
 def read_run_meta(path: Path) -> dict[str, Any]:
     meta_file = path / RUN_META
-    if not path.is_dir():
-        raise TraceFormatError(f"no run directory at {path}")
-    if not meta_file.is_file():
-        raise TraceFormatError(f"{path} is not a distea run directory (no {RUN_META})")
     try:
+        if not path.is_dir():
+            raise TraceFormatError(f"no run directory at {path}")
+        if not meta_file.is_file():
+            raise TraceFormatError(f"{path} is not a distea run directory (no {RUN_META})")
         meta = json.loads(meta_file.read_text())
+    except PermissionError:
+        raise TraceFormatError(f"{meta_file}: permission denied") from None
     except (OSError, ValueError) as exc:
-        raise TraceFormatError(f"{meta_file} is unreadable: {exc}") from None
+        raise TraceFormatError(f"{meta_file} is unreadable: {_reason(exc)}") from None
     if not isinstance(meta, dict) or not isinstance(meta.get("format"), int):
         raise TraceFormatError(f"{meta_file} is not distea run metadata")
     check_version(meta["format"], str(meta_file))
     return meta
+
+
+def _reason(exc: Exception) -> str:
+    if isinstance(exc, OSError) and exc.strerror:
+        return exc.strerror
+    return str(exc).splitlines()[0] if str(exc) else type(exc).__name__
 
 
 def check_version(version: object, where: str) -> None:
@@ -171,10 +181,15 @@ def iter_records(path: Path, problems: list[str]) -> Iterator[list[Any]]:
     """
     unpacker = msgpack.Unpacker(raw=False, strict_map_key=False, max_buffer_size=1 << 30)
     count = 0
-    with path.open("rb") as stream:
-        while chunk := stream.read(1 << 20):
-            unpacker.feed(chunk)
-            try:
+    try:
+        stream = path.open("rb")
+    except OSError as exc:
+        problems.append(f"{path.name}: cannot be read ({_reason(exc)}); skipped")
+        return
+    with stream:
+        try:
+            while chunk := stream.read(1 << 20):
+                unpacker.feed(chunk)
                 for record in unpacker:
                     if not isinstance(record, list) or not record or not isinstance(record[0], int):
                         problems.append(
@@ -183,36 +198,67 @@ def iter_records(path: Path, problems: list[str]) -> Iterator[list[Any]]:
                         return
                     count += 1
                     yield record
-            except (ValueError, msgpack.UnpackException) as exc:
-                problems.append(f"{path.name}: corrupt after {count} records ({exc}); rest ignored")
-                return
-    if unpacker.tell() < path.stat().st_size:
+        except OSError as exc:
+            problems.append(f"{path.name}: read failed after {count} records "
+                            f"({_reason(exc)}); rest ignored")
+            return
+        except (ValueError, msgpack.UnpackException) as exc:
+            problems.append(f"{path.name}: corrupt after {count} records ({exc}); rest ignored")
+            return
+        size = os.fstat(stream.fileno()).st_size
+    if unpacker.tell() < size:
         problems.append(f"{path.name}: last record truncated after {count} whole records")
 
 
 def load_run(path: Path | str) -> RunData:
-    """Read a whole run directory into :class:`RunData`."""
+    """Read a whole run directory into :class:`RunData`.
+
+    Raises :class:`TraceFormatError` only when the run cannot be read at all
+    (no such directory, no or foreign ``run.json``, a newer format). Damage
+    inside the run is kept out of the data and described, one line each, in
+    ``RunData.problems``: what is missing, from which process, and why.
+    """
     path = Path(path)
     meta = read_run_meta(path)
     data = RunData(path=str(path), meta=meta)
     procs = path / PROCS_DIR
-    for log in sorted(procs.glob("*" + PROC_SUFFIX)) if procs.is_dir() else []:
+    try:
+        logs = sorted(procs.glob("*" + PROC_SUFFIX)) if procs.is_dir() else []
+    except OSError as exc:
+        data.problems.append(f"{PROCS_DIR}/ cannot be listed ({_reason(exc)})")
+        logs = []
+    if not procs.is_dir():
+        data.problems.append(f"no {PROCS_DIR}/ directory: no process was recorded")
+    for log in logs:
         _load_process(log, data)
-    for note_file in sorted((path / UNTRACED_DIR).glob("*.json")):
+    for note_file in _notes(path / UNTRACED_DIR, data):
         _load_untraced_note(note_file, data)
-    for note in meta.get("collector", {}).get("problems", []):
-        data.problems.append(str(note))
+    lost = {}
+    for note_file in _notes(path / LOST_DIR, data):
+        note = _read_lost_note(note_file, data)
+        if note is not None:
+            lost[str(note.get("key", note_file.stem))] = note
+    _collector_problems(meta, data)
     for info in data.processes.values():
-        if not info.complete:
+        note = lost.pop(info.key, None)
+        if note is not None:
+            data.problems.append(_lost_text(note, f"process {info.pid} ({info.role})",
+                                            info.dropped_events))
+        elif not info.complete:
             data.problems.append(
                 f"process {info.pid} ({info.role}) ended without a final flush "
                 "(killed?): events after its last flush are lost"
             )
-        if info.dropped_events:
+        elif info.dropped_events:
             data.problems.append(
                 f"process {info.pid} ({info.role}) dropped {info.dropped_events} events "
                 "(collector slow or unreachable)"
             )
+    for note in lost.values():
+        argv = note.get("argv")
+        command = " ".join(str(a) for a in argv)[:60] if isinstance(argv, list) else "?"
+        who = f"process {note.get('pid', '?')} on {note.get('host', '?')} ({command})"
+        data.problems.append(_lost_text(note, who, 0) + "; nothing of it reached the run")
     return data
 
 
@@ -222,9 +268,91 @@ def _load_untraced_note(note_file: Path, data: RunData) -> None:
         note = json.loads(note_file.read_text())
         data.untraced.append(UntracedChild(
             str(note.get("parent_token") or ""), int(note["pid"]),
-            tuple(note.get("argv", ())), str(note["reason"])))
-    except (OSError, ValueError, KeyError, TypeError):
-        data.problems.append(f"untraced/{note_file.name}: unreadable note; skipped")
+            tuple(str(a) for a in note.get("argv", ())), str(note["reason"])))
+    except (OSError, ValueError, KeyError, TypeError, AttributeError):
+        data.problems.append(f"{UNTRACED_DIR}/{note_file.name}: unreadable note; skipped")
+
+
+def _notes(folder: Path, data: RunData) -> list[Path]:
+    try:
+        return sorted(folder.glob("*.json")) if folder.is_dir() else []
+    except OSError as exc:
+        data.problems.append(f"{folder.name}/ cannot be listed ({_reason(exc)})")
+        return []
+
+
+def _read_lost_note(note_file: Path, data: RunData) -> dict[str, Any] | None:
+    try:
+        note = json.loads(note_file.read_text())
+    except (OSError, ValueError) as exc:
+        data.problems.append(f"{LOST_DIR}/{note_file.name}: unreadable note ({_reason(exc)}); "
+                             "a process may have lost records")
+        return None
+    if not isinstance(note, dict):
+        data.problems.append(f"{LOST_DIR}/{note_file.name}: not a distea note; "
+                             "a process may have lost records")
+        return None
+    return note
+
+
+def _lost_text(note: dict[str, Any], who: str, dropped_in_stats: int) -> str:
+    """One line for a tracer's lost note (written when records could not be delivered)."""
+    dropped = max(_int(note.get("dropped_records")), dropped_in_stats)
+    batches = _int(note.get("undelivered_batches"))
+    records = _int(note.get("undelivered_records"))
+    parts = []
+    if dropped:
+        parts.append(f"dropped {dropped} records while the collector was unreachable or slow")
+    if batches:
+        parts.append(f"its last {batches} batches (up to {records} records) were still "
+                     "queued at exit and are likely lost")
+    what = "; ".join(parts) or "could not confirm its last records reached the collector"
+    return f"{who} {what} (ended by {note.get('end_reason', '?')})"
+
+
+def _int(value: object) -> int:
+    return value if isinstance(value, int) and not isinstance(value, bool) else 0
+
+
+def _collector_problems(meta: dict[str, Any], data: RunData) -> None:
+    """What the collector noticed (gaps, refused writers) and whether the run ended."""
+    collector = meta.get("collector")
+    if collector is None:
+        if "finished_at" not in meta:
+            data.problems.append(
+                "the run never finished: its collector was killed or is still running; "
+                "processes may be missing their last events")
+        return
+    if not isinstance(collector, dict):
+        data.problems.append(f"{RUN_META}: unreadable collector summary")
+        return
+    for note in collector.get("problems", []) or []:
+        data.problems.append(str(note))
+    rejected = _int(collector.get("rejected"))
+    if rejected:
+        data.problems.append(f"the collector rejected {rejected} malformed or foreign messages")
+    refused = collector.get("refused") or []
+    if isinstance(refused, list) and refused:
+        where = sorted({str(r.get("address") or "?") for r in refused if isinstance(r, dict)})
+        data.problems.append(
+            f"the collector refused {len(refused)} connection attempts without the run's key "
+            f"(from {', '.join(where)[:120]})")
+
+
+_INT_FIELDS = {
+    Tag.FIRST: (1, 2), Tag.LAST: (1, 2), Tag.CALL: (1, 2), Tag.RETURN: (1, 2),
+    Tag.SEND: (1, 4, 5), Tag.RECV: (1, 4, 5), Tag.METHOD: (1,),
+}
+_STR_FIELDS = {Tag.SEND: (2, 3), Tag.RECV: (2, 3), Tag.METHOD: (2, 3)}
+
+
+def _well_formed(rec: list[Any]) -> bool:
+    """The fields the loader relies on have the types it relies on (damage never crashes)."""
+    tag = rec[0]
+    for i in _INT_FIELDS.get(tag, ()):
+        if i >= len(rec) or not isinstance(rec[i], int) or isinstance(rec[i], bool):
+            return False
+    return all(i < len(rec) and isinstance(rec[i], str) for i in _STR_FIELDS.get(tag, ()))
 
 
 def _load_process(log: Path, data: RunData) -> None:
@@ -238,8 +366,16 @@ def _load_process(log: Path, data: RunData) -> None:
         problems.append(f"{log.name}: does not start with a process header; skipped")
         return
     header = first[1]
-    check_version(header.get("format"), str(log))
-    key = str(header["key"])
+    version = header.get("format")
+    if isinstance(version, int) and version > FORMAT_VERSION:
+        check_version(version, str(log))  # raises: a newer tracer wrote this run
+    if version != FORMAT_VERSION or not isinstance(header.get("key"), str):
+        problems.append(f"{log.name}: not a distea process log (format {version!r}); skipped")
+        return
+    key = header["key"]
+    if key in data.processes:
+        problems.append(f"{log.name}: a second log for process {key}; skipped")
+        return
     names: dict[int, str] = {}
     firsts: dict[str, int] = {}
     lasts: dict[str, int] = {}
@@ -250,6 +386,8 @@ def _load_process(log: Path, data: RunData) -> None:
     for rec in records:
         try:
             tag = rec[0]
+            if not _well_formed(rec):
+                raise TypeError("unexpected fields")
             if tag == Tag.LAST:
                 name = names[rec[1]]
                 if rec[2] > lasts.get(name, -1):
@@ -279,6 +417,8 @@ def _load_process(log: Path, data: RunData) -> None:
                 data.methods.setdefault(name, Method(name, module, qualname, file, firstline,
                                                      lastline))
             elif tag == Tag.STATS:
+                if not isinstance(rec[1], dict):
+                    raise TypeError("STATS is not a map")
                 stats = rec[1]
                 if "role" in stats:
                     header = {**header, **{k: stats[k] for k in ("role", "rank", "world_size")}}
@@ -290,25 +430,31 @@ def _load_process(log: Path, data: RunData) -> None:
                 data.untraced.append(UntracedChild(key, rec[1], tuple(rec[2]), str(rec[3])))
         except (KeyError, ValueError, TypeError, IndexError):
             problems.append(f"{log.name}: malformed record {rec!r:.80}; skipped")
+    if not isinstance(stats, dict):
+        problems.append(f"{log.name}: malformed STATS record; counts ignored")
+        stats = {}
+    argv = header.get("argv", ())
+    rank, world_size = header.get("rank"), header.get("world_size")
+    token = header.get("parent_token")
     data.processes[key] = ProcessInfo(
         key=key,
-        pid=int(header.get("pid", 0)),
-        ppid=int(header.get("ppid", 0)),
+        pid=_int(header.get("pid")),
+        ppid=_int(header.get("ppid")),
         host=str(header.get("host", "")),
-        argv=tuple(header.get("argv", ())),
+        argv=tuple(str(a) for a in argv) if isinstance(argv, list | tuple) else (),
         executable=str(header.get("executable", "")),
         python=str(header.get("python", "")),
         cwd=str(header.get("cwd", "")),
         start_method=str(header.get("start_method", "main")),
-        parent_token=header.get("parent_token"),
+        parent_token=token if isinstance(token, str) else None,
         role=str(header.get("role", "")),
-        rank=header.get("rank"),
-        world_size=header.get("world_size"),
+        rank=rank if isinstance(rank, int) else None,
+        world_size=world_size if isinstance(world_size, int) else None,
         mode=str(header.get("mode", "compact")),
-        started_ns=int(header.get("started_ns", 0)),
+        started_ns=_int(header.get("started_ns")),
         end_reason=end_reason,
-        dropped_events=int(stats.get("dropped_events", 0)),
-        tracer_errors=int(stats.get("tracer_errors", 0)),
+        dropped_events=_int(stats.get("dropped_events")),
+        tracer_errors=_int(stats.get("tracer_errors")),
     )
     data.executions[key] = {
         name: Execution(key, name, first, max(first, lasts.get(name, first)))

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import json
 import os
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, fields
 
 CONFIG_ENV = "DISTEA_CONFIG"
 PARENT_TOKEN_ENV = "DISTEA_PARENT_TOKEN"
@@ -39,11 +39,17 @@ class TracerConfig:
         return json.dumps(asdict(self))
 
     @classmethod
-    def from_env(cls, environ: os._Environ[str] | dict[str, str] | None = None) -> TracerConfig | None:
+    def from_env(
+        cls, environ: os._Environ[str] | dict[str, str] | None = None
+    ) -> TracerConfig | None:
         raw = (os.environ if environ is None else environ).get(CONFIG_ENV)
         if not raw:
             return None
         values = json.loads(raw)
+        if not isinstance(values, dict):
+            raise ValueError(f"{CONFIG_ENV} is not a JSON object")
+        known = {f.name for f in fields(cls)}
+        values = {k: v for k, v in values.items() if k in known}  # newer launchers add keys
         values["include"] = tuple(values.get("include", ()))
         values["exclude"] = tuple(values.get("exclude", ()))
         return cls(**values)

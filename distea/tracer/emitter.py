@@ -3,8 +3,13 @@
 Invariants:
 - the traced program never waits on the collector: sends are non-blocking
   and a full queue drops the batch, counting every record lost;
-- memory is bounded: at most ``batch_size`` records wait here, plus
-  ZeroMQ's high-water mark of batches in flight;
+- memory is bounded: at most ``BATCH_SIZE`` records wait here, plus
+  ZeroMQ's high-water mark of batches in flight; when the collector is slow
+  or gone, further batches are dropped and counted (``dropped``);
+- exit is bounded: closing waits at most the linger time for queued batches
+  to leave, and much less once the collector has been seen stalling; when
+  the wait runs out, ``undelivered`` says so, so that the session can leave
+  a note beside the run (``lost/``) that the user will see;
 - no ZeroMQ context lives across ``fork``: it is closed just before (so the
   program's fork sees no extra threads and Python warns of none) and opened
   again after, in the parent and in the child; the child forgets the
@@ -17,6 +22,7 @@ from __future__ import annotations
 
 import threading
 import time
+from collections import deque
 from typing import Any
 
 import msgpack
@@ -26,8 +32,10 @@ from distea.traceformat import FORMAT_VERSION, WIRE_MAGIC
 
 BATCH_SIZE = 2048
 FLUSH_INTERVAL_S = 0.1
-HIGH_WATER_MARK = 256
+HIGH_WATER_MARK = 128
 FORK_LINGER_MS = 500
+STALLED_LINGER_MS = 200
+"""Linger at exit once a send has found the queue full: the collector is likely gone."""
 
 
 class Emitter:
@@ -44,7 +52,14 @@ class Emitter:
         self.linger_ms = linger_ms
         self.pending: list[Any] = []
         self.dropped = 0
+        """Records given up on: batches refused by a full queue, or built with no socket."""
         self.sent_batches = 0
+        self.stalled = False
+        """A send found ZeroMQ's queue full: the collector is slow, stuck or gone."""
+        self.undelivered: tuple[int, int] | None = None
+        """Set by close() when the linger ran out: (batches, records) possibly never sent."""
+        self._recent: deque[int] = deque(maxlen=HIGH_WATER_MARK)
+        """Record counts of the latest batches handed to ZeroMQ (what could still be queued)."""
         self._seq = 0
         self._last_flush = time.monotonic()
         self._lock = threading.Lock()
@@ -109,11 +124,14 @@ class Emitter:
         payload = b"".join([pack(r) for r in records])
         header = msgpack.packb([FORMAT_VERSION, self.key, self._seq, final])
         try:
-            self._socket.send_multipart([WIRE_MAGIC, header, payload], flags=zmq.NOBLOCK, copy=False)
+            self._socket.send_multipart([WIRE_MAGIC, header, payload], flags=zmq.NOBLOCK,
+                                        copy=False)
         except zmq.ZMQError:
             self.dropped += len(records)
+            self.stalled = True
         else:
             self.sent_batches += 1
+            self._recent.append(len(records))
         self._seq += 1
 
     def close(self, linger_ms: int | None = None) -> None:
@@ -122,9 +140,27 @@ class Emitter:
         self._disconnect(linger_ms)
 
     def _disconnect(self, linger_ms: int | None) -> None:
+        """Close the socket, waiting at most the linger time for queued batches.
+
+        ``Context.term()`` returns as soon as every queued message has left or
+        the linger has run out; returning at the deadline means something was
+        still queued, and is recorded in ``undelivered`` (an upper bound).
+        """
         if self._socket is not None and self._context is not None:
-            self._socket.close(linger=self.linger_ms if linger_ms is None else linger_ms)
+            linger = self.linger_ms if linger_ms is None else linger_ms
+            if self.undelivered is not None:
+                linger = 0  # a linger already ran out: the collector is gone
+            elif self.stalled:
+                linger = min(linger, STALLED_LINGER_MS)
+            started = time.monotonic()
+            self._socket.close(linger=linger)
             self._context.term()
+            waited_ms = (time.monotonic() - started) * 1000
+            ran_out = waited_ms >= linger * 0.95 if linger > 0 else self.undelivered is not None
+            if ran_out and self._recent:
+                batches, records = self.undelivered or (0, 0)
+                self.undelivered = (batches + len(self._recent), records + sum(self._recent))
+            self._recent.clear()
         self._socket = self._context = None
 
     def suspend(self) -> None:
@@ -149,4 +185,7 @@ class Emitter:
         self.pending = []
         self.dropped = 0
         self.sent_batches = 0
+        self.stalled = False
+        self.undelivered = None
+        self._recent = deque(maxlen=HIGH_WATER_MARK)
         self._seq = 0

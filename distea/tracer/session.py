@@ -10,6 +10,7 @@ is wrapped so that a tracer error is counted, never raised (DESIGN rule 1).
 from __future__ import annotations
 
 import atexit
+import json
 import os
 import socket
 import sys
@@ -18,12 +19,15 @@ import time
 from collections.abc import Callable
 from typing import Any, Protocol
 
+from distea.traceformat import FORMAT_VERSION, LOST_DIR, Tag, process_file_name
 from distea.tracer.clock import LogicalClock
 from distea.tracer.config import PARENT_TOKEN_ENV, START_METHOD_ENV, TracerConfig
 from distea.tracer.emitter import Emitter
 from distea.tracer.monitor import Monitor
 from distea.tracer.scope import Scope
-from distea.traceformat import FORMAT_VERSION, Tag
+
+PERIODIC_S = 0.5
+"""At most this long between sends of last clocks and stats while messages flow."""
 
 RANK_VARIABLES = (
     ("RANK", "WORLD_SIZE"),
@@ -91,6 +95,7 @@ class TracerSession:
             full=config.mode == "full",
         )
         self.finished = False
+        self._next_periodic = time.monotonic() + PERIODIC_S
 
     # -- start and end ---------------------------------------------------------
 
@@ -144,6 +149,8 @@ class TracerSession:
             self.emitter.close()
         except Exception:
             self.errors += 1
+        if self.emitter.dropped or self.emitter.undelivered:
+            self._write_lost_note(reason)
         for channel in reversed(self.channels):
             try:
                 channel.uninstall()
@@ -164,6 +171,38 @@ class TracerSession:
             self._role = (role, rank, world_size)
             stats.update(role=role, rank=rank, world_size=world_size)
         self.emitter.add([Tag.STATS, stats])
+
+    def _write_lost_note(self, reason: str) -> None:
+        """The collector may never see this process's final STATS: say so beside the run.
+
+        ``lost/<process>.json`` in the run directory (when this host has it)
+        is read by the loader, so the loss shows in every summary and query.
+        """
+        emitter = self.emitter
+        batches, records = emitter.undelivered or (0, 0)
+        note = {
+            "key": self.key,
+            "pid": os.getpid(),
+            "host": socket.gethostname(),
+            "argv": list(sys.orig_argv),
+            "end_reason": reason,
+            "dropped_records": emitter.dropped,
+            "undelivered_batches": batches,
+            "undelivered_records": records,
+            "sent_batches": emitter.sent_batches,
+            "endpoint": self.config.endpoint,
+            "tracer_errors": self.errors,
+        }
+        try:
+            folder = os.path.join(self.config.run_dir, LOST_DIR)
+            os.makedirs(folder, mode=0o700, exist_ok=True)
+            path = os.path.join(folder, process_file_name(self.key)[: -len(".msgpack")] + ".json")
+            tmp = f"{path}.{os.getpid()}.tmp"
+            with open(tmp, "w") as stream:
+                json.dump(note, stream)
+            os.replace(tmp, path)
+        except Exception:
+            self.errors += 1
 
     # -- fork ----------------------------------------------------------------------
 
@@ -194,6 +233,7 @@ class TracerSession:
             self.key = process_key()
             self.errors = 0
             self._role = None
+            self._next_periodic = time.monotonic() + PERIODIC_S
             self.local = threading.local()
             self.emitter.reset_after_fork(self.key)
             self.monitor.reset_after_fork()
@@ -218,7 +258,7 @@ class TracerSession:
         mid = self.monitor.method_on_stack(sys._getframe(1))
         self.emitter.add([Tag.SEND, clock, kind, channel, start, end, mid,
                           threading.get_ident(), meta])
-        self.emitter.maybe_flush()
+        self.maybe_flush()
 
     def recv(self, kind: str, channel: str, start: int, end: int,
              meta: dict[str, Any] | None = None) -> None:
@@ -227,7 +267,21 @@ class TracerSession:
         self.emitter.add([Tag.RECV, clock, kind, channel, start, end, mid,
                           threading.get_ident(), meta])
         self.monitor.new_epoch()
-        self.emitter.maybe_flush()
+        self.maybe_flush()
+
+    def maybe_flush(self) -> None:
+        """Flush what has waited long enough; now and then send last clocks and stats too.
+
+        Called at every message event, and by channels just before the
+        program blocks in a receive, so that a process killed while it
+        waits loses nothing it did before.
+        """
+        if time.monotonic() >= self._next_periodic:
+            self._next_periodic = time.monotonic() + PERIODIC_S
+            if not self.finished:
+                self.periodic()
+        else:
+            self.emitter.maybe_flush()
 
     def link(self, kind: str, end_a: str, end_b: str) -> None:
         """Two channel ends that are one pipe or socket pair."""

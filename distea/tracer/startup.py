@@ -8,14 +8,15 @@ monitor starts last so the tracer's own start-up is not traced.
 from __future__ import annotations
 
 import importlib
+import json
+import os
 import signal
 import sys
 import threading
-from collections.abc import Callable
 from types import FrameType
-from typing import Any
 
-from distea.tracer.config import TracerConfig
+from distea.traceformat import UNTRACED_DIR
+from distea.tracer.config import PARENT_TOKEN_ENV, TracerConfig
 from distea.tracer.session import Channel, TracerSession, current, set_current
 
 CHANNEL_MODULES = (
@@ -26,6 +27,9 @@ CHANNEL_MODULES = (
     ("distea.tracer.channels.zmq", "ZmqChannel"),
     ("distea.tracer.channels.torch_distributed", "TorchDistributedChannel"),
 )
+
+
+FLUSHED_SIGNALS = (signal.SIGTERM, signal.SIGHUP)
 
 
 def _load_channels() -> list[Channel]:
@@ -58,26 +62,60 @@ def start(config: TracerConfig) -> TracerSession:
 
 def start_from_environment() -> TracerSession | None:
     config = TracerConfig.from_env()
-    return start(config) if config is not None else None
+    if config is None:
+        return None
+    gone = collector_gone(config.endpoint)
+    if gone:
+        note_untraced(config.run_dir, gone)
+        return None
+    return start(config)
+
+
+def collector_gone(endpoint: str) -> str | None:
+    """Why the collector of ``endpoint`` surely cannot be reached, or None.
+
+    Only an ``ipc://`` endpoint can be checked for free: its socket file is
+    removed when the run ends. A process started with the environment of a
+    finished run (a daemon left behind, a copied shell) is then not traced
+    at all, rather than traced into nowhere.
+    """
+    if endpoint.startswith("ipc://") and not os.path.exists(endpoint[len("ipc://"):]):
+        return f"its run's collector is gone ({endpoint} does not exist): not traced"
+    return None
+
+
+def note_untraced(run_dir: str, reason: str) -> None:
+    """Leave ``untraced/<pid>.json`` in the run directory, if it is still there."""
+    try:
+        folder = os.path.join(run_dir, UNTRACED_DIR)
+        if not os.path.isdir(run_dir):
+            return
+        os.makedirs(folder, mode=0o700, exist_ok=True)
+        note = {"pid": os.getpid(), "argv": list(sys.orig_argv), "reason": reason,
+                "parent_token": os.environ.get(PARENT_TOKEN_ENV)}
+        with open(os.path.join(folder, f"{os.getpid()}.json"), "w") as stream:
+            json.dump(note, stream)
+    except Exception:
+        pass
 
 
 def _flush_on_sigterm(session: TracerSession) -> None:
-    """SIGTERM's default action skips atexit: flush, then die of it as before.
+    """SIGTERM's (and SIGHUP's) default action skips atexit: flush, then die of it as before.
 
     Only installed where the program has not chosen a handler, and only in
     the main thread (where Python allows it). The process still dies of
-    SIGTERM with the same status.
+    the signal with the same status. A program that installs its own
+    handler later simply replaces ours (and exits through atexit, or not).
     """
     if threading.current_thread() is not threading.main_thread():
         return
-    if signal.getsignal(signal.SIGTERM) is not signal.SIG_DFL:
-        return
-    handler: Callable[[int, FrameType | None], Any]
 
     def handler(signum: int, frame: FrameType | None) -> None:
         session.finish("signal")
         signal.signal(signum, signal.SIG_DFL)
         signal.raise_signal(signum)
 
-    signal.signal(signal.SIGTERM, handler)
+    for signum in FLUSHED_SIGNALS:
+        if signal.getsignal(signum) is signal.SIG_DFL:
+            signal.signal(signum, handler)
     sys.modules[__name__].__dict__["_sigterm_handler"] = handler

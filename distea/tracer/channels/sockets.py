@@ -153,6 +153,10 @@ class SocketChannel:
         def recv(sock: Any, *args: Any, **kwargs: Any) -> Any:
             if getattr(local, "in_socket_call", False):
                 return original(sock, *args, **kwargs)
+            try:
+                session.maybe_flush()  # the program may block here: let our records leave
+            except Exception:
+                session.errors += 1
             local.in_socket_call = True
             try:
                 result = original(sock, *args, **kwargs)
