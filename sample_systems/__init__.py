@@ -22,7 +22,9 @@ class SampleInfo:
     to ``distea impact``. `never_impacted` are methods that, in every process
     where they run, finish before anything caused by an interesting query can
     reach that process, so no impact set of an interesting query may contain
-    them: reporting one is a precision bug (never a safety one).
+    them: reporting one is a precision bug (never a safety one). `processes`
+    counts the OS processes a traced run should record with default
+    arguments, helpers included (multiprocessing's resource tracker).
     """
 
     name: str
@@ -116,7 +118,7 @@ SAMPLES: dict[str, SampleInfo] = {
             name="ring_allreduce",
             summary="3 spawned ranks training with ring all-reduce over TCP between neighbours",
             module=_RING,
-            processes=4,
+            processes=5,
             interesting_queries=(
                 f"{_RING}.worker.compute_gradient",
                 f"{_RING}.ring.reduce_scatter",
@@ -132,7 +134,7 @@ SAMPLES: dict[str, SampleInfo] = {
             name="torch_ddp",
             summary="3 ranks via torch.multiprocessing.spawn, gloo all_reduce on CPU (needs torch)",
             module="sample_systems.torch_ddp",
-            processes=4,
+            processes=5,
             needs_torch=True,
             interesting_queries=(
                 "sample_systems.torch_ddp.trainer.train_step",

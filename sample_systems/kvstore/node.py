@@ -26,6 +26,7 @@ from sample_systems.kvstore.protocol import (
 )
 
 RUN_TIMEOUT_S = 30.0
+POLL_S = 0.05  # how often serve_forever checks for shutdown (the default 0.5 s is slow)
 
 
 @dataclass
@@ -136,7 +137,11 @@ def serve(state: NodeState) -> None:
     """Serve until a `stop` request arrives, then close replication links."""
     with NodeServer(state) as server:
         announce_ready(server.server_address[1])
-        thread = threading.Thread(target=server.serve_forever, name=f"{state.name}-accept")
+        thread = threading.Thread(
+            target=server.serve_forever,
+            kwargs={"poll_interval": POLL_S},
+            name=f"{state.name}-accept",
+        )
         thread.start()
         stopped = state.stopped.wait(RUN_TIMEOUT_S)
         server.shutdown()

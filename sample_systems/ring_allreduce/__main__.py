@@ -122,7 +122,7 @@ def main() -> int:
         return 1
     finally:
         stop_workers(processes)
-    print(f"ring_allreduce: {args.workers + 1} processes (launcher + {args.workers} spawned ranks)")
+    print(f"ring_allreduce: launcher + {args.workers} ranks started with multiprocessing spawn")
     report(sorted(results, key=lambda result: result.rank))
     return 0
 

@@ -21,7 +21,7 @@ SEED = 7
 def generate_tasks(count: int) -> list[int]:
     """Each task is an upper bound below which a worker counts primes."""
     rng = random.Random(SEED)
-    return [rng.randrange(2_000, 20_000) for _ in range(count)]
+    return [rng.randrange(1_000, 8_000) for _ in range(count)]
 
 
 def wait_for_workers(ready: zmq.Socket[bytes], workers: int) -> list[str]:

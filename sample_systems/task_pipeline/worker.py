@@ -70,8 +70,11 @@ def main() -> None:
         ready.connect(endpoint(args.ready_port))
         report_ready(ready, args.name)
         process_tasks(tasks_in, control, results)
+        # The stop signal means the sink has every result: nothing is left to
+        # deliver, so do not linger (the monitor sockets used while connecting
+        # would otherwise hold the context open for the full linger period).
         for sock in (control, tasks_in, results, ready):
-            sock.close()
+            sock.close(linger=0)
     print("stopped on the sink's signal")
 
 

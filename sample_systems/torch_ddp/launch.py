@@ -71,7 +71,7 @@ def run(world_size: int, steps: int, use_ddp: bool) -> int:
             print(f"torch_ddp: FAILED: {err}", file=sys.stderr)
             return 1
     how = "DistributedDataParallel" if use_ddp else "explicit all_reduce"
-    print(f"torch_ddp: {world_size + 1} processes (launcher + {world_size} spawned ranks)")
+    print(f"torch_ddp: launcher + {world_size} ranks started with torch.multiprocessing.spawn")
     print(f"gloo backend on CPU, gradients averaged by {how}")
     report(ranks)
     return 0
