@@ -40,7 +40,14 @@ import socket
 import stat
 from typing import Any
 
-from distea.tracer.channels.multiprocessing import GUARD, fingerprint, pipe_name, socket_end_name
+from distea.tracer.channels.multiprocessing import (
+    GUARD,
+    commit_send,
+    fingerprint,
+    pipe_name,
+    reserve_send,
+    socket_end_name,
+)
 from distea.tracer.channels.patching import Patches
 from distea.tracer.session import TracerSession
 
@@ -88,6 +95,13 @@ def unix_name(addr: Any) -> str:
     if addr.startswith("\0"):
         return "@" + addr[1:]
     return os.path.abspath(addr)
+
+
+def _peer(sock: socket.socket) -> Any:
+    try:
+        return sock.getpeername()
+    except OSError:
+        return None
 
 
 class DatagramChannel:
@@ -154,18 +168,31 @@ class DatagramChannel:
             return None
         return socket_end_name(os.fstat(sock.fileno()).st_ino)
 
-    def _record_send(self, sock: socket.socket, payload: Any, dst: Any) -> None:
+    def _prepare_send(self, sock: socket.socket, dst: Any
+                      ) -> tuple[str, str, tuple[int, int]] | None:
+        """Before a datagram leaves: its kind, channel and reserved clock, or None."""
         kind = self._kind(sock)
-        if kind is None or self.session is None:
-            return
+        if kind is None or self.session is None or self.session.finished:
+            return None
         channel = self._pair_end(sock) if dst is None else None
         if channel is None:
             channel = self._name(kind, dst if dst is not None else sock.getpeername())
+        return kind, channel, reserve_send(self.session)
+
+    def _commit_send(self, sock: socket.socket, prepared: tuple[str, str, tuple[int, int]],
+                     payload: Any) -> None:
+        kind, channel, reserved = prepared
         meta: dict[str, Any] = {"fp": fingerprint(payload)}
         with contextlib.suppress(OSError):
             meta["src"] = self._name(kind, sock.getsockname())
         index = self._next(channel, 0)
-        self.session.send(kind, channel, index, index + 1, meta)
+        if self.session is not None:
+            commit_send(self.session, reserved, kind, channel, index, index + 1, meta)
+
+    def _record_send(self, sock: socket.socket, payload: Any, dst: Any) -> None:
+        prepared = self._prepare_send(sock, dst)
+        if prepared is not None:
+            self._commit_send(sock, prepared, payload)
 
     def _record_recv(self, sock: socket.socket, payload: Any, src: Any) -> None:
         kind = self._kind(sock)
@@ -193,9 +220,9 @@ class DatagramChannel:
                  result: Any) -> None:
         """A ``recv``/``recv_into``/``recvmsg``/``recvmsg_into`` on a non-stream socket."""
         if name == "recv":
-            payload, src = result, None
+            payload, src = result, _peer(sock)
         elif name == "recv_into":
-            payload, src = memoryview(args[0]).cast("B")[:result], None
+            payload, src = memoryview(args[0]).cast("B")[:result], _peer(sock)
         elif name == "recvmsg":
             payload, src = result[0], result[3]
         else:  # recvmsg_into
@@ -209,11 +236,17 @@ class DatagramChannel:
         channel = self
 
         def sendto(sock: Any, data: Any, *args: Any) -> Any:
-            result = original(sock, data, *args)
+            prepared = None
             try:
-                channel._record_send(sock, data, args[-1] if args else None)
+                prepared = channel._prepare_send(sock, args[-1] if args else None)
             except Exception:
                 channel._error()
+            result = original(sock, data, *args)
+            if prepared is not None:
+                try:
+                    channel._commit_send(sock, prepared, data)
+                except Exception:
+                    channel._error()
             return result
 
         sendto.__wrapped__ = original  # type: ignore[attr-defined]
@@ -283,7 +316,8 @@ class DatagramChannel:
         for fd in fds:
             self.pipe_fds.pop(fd, None)
 
-    def _pipe_event(self, fd: int, payload: Any, sending: bool) -> None:
+    def _pipe_event(self, fd: int, payload: Any, sending: bool,
+                    reserved: tuple[int, int] | None = None) -> None:
         ino = self._pipe_inode(fd)
         session = self.session
         if ino < 0 or session is None or getattr(GUARD, "in_mp_call", False):
@@ -296,7 +330,9 @@ class DatagramChannel:
         size = len(payload)
         counts[slot], counts[slot + 1] = index + 1, start + size
         meta = {"fp": fingerprint(payload), "bytes": [start, start + size]}
-        if sending:
+        if reserved is not None:
+            commit_send(session, reserved, "pipe", pipe_name(ino), index, index + 1, meta)
+        elif sending:
             session.send("pipe", pipe_name(ino), index, index + 1, meta)
         else:
             session.recv("pipe", pipe_name(ino), index, index + 1, meta)
@@ -316,10 +352,18 @@ class DatagramChannel:
             return data
 
         def write(fd: int, data: Any) -> int:
-            written = orig_write(fd, data)
-            if written and pipe_fds.get(fd, 0) != -1:
+            reserved = None
+            if pipe_fds.get(fd, 0) != -1 and not getattr(GUARD, "in_mp_call", False):
                 try:
-                    channel._pipe_event(fd, memoryview(data).cast("B")[:written], True)
+                    if channel._pipe_inode(fd) >= 0 and channel.session is not None:
+                        reserved = reserve_send(channel.session)
+                except Exception:
+                    channel._error()
+            written = orig_write(fd, data)
+            if written and reserved is not None:
+                try:
+                    channel._pipe_event(fd, memoryview(data).cast("B")[:written], True,
+                                        reserved)
                 except Exception:
                     channel._error()
             return written

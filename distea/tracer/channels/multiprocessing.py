@@ -54,6 +54,7 @@ from collections.abc import Callable
 from types import ModuleType
 from typing import Any
 
+from distea.traceformat import Tag
 from distea.tracer.channels.patching import Patches
 from distea.tracer.channels.sockets import describe
 from distea.tracer.session import TracerSession
@@ -68,6 +69,27 @@ def fingerprint(data: Any) -> int:
     """Length and CRC-32 of a payload: what both ends of a message can compute."""
     view = data if isinstance(data, bytes | bytearray) else memoryview(data).cast("B")
     return (len(view) << 32) | zlib.crc32(view)
+
+
+def reserve_send(session: TracerSession) -> tuple[int, int]:
+    """The clock and method of a send, taken *before* the message leaves.
+
+    The record itself is written by :func:`commit_send` once the operation
+    succeeded. Taking the clock first keeps a send before its receive when
+    both ends are threads of one process: a receiving thread may wake up and
+    record its receive before the sending thread returns from the write. A
+    send that then fails leaves only an unused clock value.
+    """
+    return session.clock.tick(), session.monitor.method_on_stack(sys._getframe(1))
+
+
+def commit_send(session: TracerSession, reserved: tuple[int, int], kind: str, channel: str,
+                start: int, end: int, meta: dict[str, Any] | None) -> None:
+    """Write the SEND record of a :func:`reserve_send` (same fields as ``session.send``)."""
+    clock, mid = reserved
+    session.emitter.add([Tag.SEND, clock, kind, channel, start, end, mid,
+                         threading.get_ident(), meta])
+    session.emitter.maybe_flush()
 
 
 def socket_end_name(ino: int) -> str:
@@ -233,20 +255,26 @@ class MultiprocessingChannel:
         def _send_bytes(conn: Any, buf: Any) -> None:
             if getattr(local, "in_mp_call", False):
                 return original(conn, buf)
+            reserved = ends = None
+            try:
+                ends = channel._ends_of(conn)
+                if ends is not None:
+                    reserved = reserve_send(session)
+            except Exception:
+                session.errors += 1
             local.in_mp_call = True
             try:
                 original(conn, buf)
             finally:
                 local.in_mp_call = False
-            try:
-                ends = channel._ends_of(conn)
-                if ends is not None:
+            if ends is not None and reserved is not None:
+                try:
                     index = ends.sent
                     ends.sent += 1
-                    session.send(KIND, ends.outgoing, index, index + 1,
-                                 {"fp": fingerprint(buf)})
-            except Exception:
-                session.errors += 1
+                    commit_send(session, reserved, KIND, ends.outgoing, index, index + 1,
+                                {"fp": fingerprint(buf)})
+                except Exception:
+                    session.errors += 1
 
         _send_bytes.__wrapped__ = original  # type: ignore[attr-defined]
         self.patches.replace(cls, "_send_bytes", _send_bytes)

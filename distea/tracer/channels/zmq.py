@@ -28,6 +28,11 @@ several endpoints is named by its first bind, else its first connect (which
 peer a message came from is not observable). PUB/XPUB/RADIO sends carry
 ``meta["fanout"] = True``.
 
+A send's clock is taken before the frame is handed over and its record
+written after success (:func:`~distea.tracer.channels.multiprocessing.
+reserve_send`): threads of one process talking over ``inproc://`` keep
+each send before its receive.
+
 Never traced: the tracer's own emitter socket, and monitor sockets
 (``get_monitor_socket``: libzmq writes their events itself).
 """
@@ -41,6 +46,7 @@ from typing import Any
 import zmq
 
 from distea.tracer.channels.datagrams import canonical_host
+from distea.tracer.channels.multiprocessing import commit_send, reserve_send
 from distea.tracer.channels.patching import Patches
 from distea.tracer.session import TracerSession
 
@@ -217,12 +223,19 @@ class ZmqChannel:
         channel = self
 
         def send(sock: Any, data: Any, flags: int = 0, *args: Any, **kwargs: Any) -> Any:
+            if flags & SNDMORE:
+                return original(sock, data, flags, *args, **kwargs)
+            state = reserved = None
+            try:
+                state = channel._traced(sock)
+                if state is not None and channel.session is not None:
+                    reserved = reserve_send(channel.session)
+            except Exception:
+                channel._error()
             result = original(sock, data, flags, *args, **kwargs)
-            if not flags & SNDMORE:
+            if state is not None and reserved is not None:
                 try:
-                    state = channel._traced(sock)
-                    if state is not None:
-                        channel._record(state, data, True)
+                    channel._record(state, data, reserved)
                 except Exception:
                     channel._error()
             return result
@@ -241,7 +254,7 @@ class ZmqChannel:
                 if state is not None:
                     more = frame.more if isinstance(frame, zmq.Frame) else sock.get(zmq.RCVMORE)
                     if not more:
-                        channel._record(state, frame, False)
+                        channel._record(state, frame, None)
             except Exception:
                 channel._error()
             return frame
@@ -259,7 +272,7 @@ class ZmqChannel:
                 state = channel._traced(sock)
                 if state is not None and not sock.get(zmq.RCVMORE):
                     view = memoryview(buffer).cast("B")
-                    channel._record(state, view[:min(nbytes, len(view))], False)
+                    channel._record(state, view[:min(nbytes, len(view))], None)
             except Exception:
                 channel._error()
             return nbytes
@@ -267,18 +280,20 @@ class ZmqChannel:
         recv_into.__wrapped__ = original  # type: ignore[attr-defined]
         self.patches.replace(cls, "recv_into", recv_into)
 
-    def _record(self, state: _SocketState, last_frame: Any, sending: bool) -> None:
+    def _record(self, state: _SocketState, last_frame: Any,
+                reserved: tuple[int, int] | None) -> None:
+        """Record a message: a send when ``reserved`` (its clock) is given, else a receive."""
         session = self.session
         channels = state.channels()
         if session is None or channels is None:
             return
         meta: dict[str, Any] = {"fp": frame_fingerprint(last_frame)}
-        if sending:
+        if reserved is not None:
             if state.fanout:
                 meta["fanout"] = True
             index = state.sent
             state.sent += 1
-            session.send(KIND, channels[0], index, index + 1, meta)
+            commit_send(session, reserved, KIND, channels[0], index, index + 1, meta)
         else:
             index = state.received
             state.received += 1

@@ -1,0 +1,55 @@
+"""Helpers for the channel tests: run a program traced and untraced, read the pairing."""
+
+from __future__ import annotations
+
+import sys
+from dataclasses import dataclass
+from pathlib import Path
+
+import distea
+from distea.analyzer.run import Run
+from distea.model import MessageEvent
+from tests.tracing import run_traced, run_untraced
+
+PY = sys.executable
+
+
+@dataclass
+class Traced:
+    run: Run
+    stdout: str
+
+    def edges(self, kind: str) -> list[tuple[MessageEvent, MessageEvent]]:
+        """Certain (send, receive) pairs of one channel kind, as the analyzer matched them."""
+        m = self.run.matching
+        return [(m.events[s], m.events[r]) for s, r in m.edges if m.events[r].kind == kind]
+
+    def events(self, kind: str, direction: str | None = None) -> list[MessageEvent]:
+        return [e for evs in self.run.messages.values() for e in evs
+                if e.kind == kind and (direction is None or e.direction == direction)]
+
+    def role(self, event: MessageEvent) -> str:
+        return self.run.processes[event.process].role
+
+    def impacted(self, query: str) -> set[str]:
+        """Method names impacted (in any process) by changing ``query``."""
+        result = self.run.impact(query)
+        return {name for names in result.impacted.values() for name in names}
+
+    def errors(self) -> int:
+        return sum(p.tracer_errors for p in self.run.processes.values())
+
+
+def run_both(script: Path, *args: str, timeout: float = 60, extra: tuple[str, ...] = ()
+             ) -> Traced:
+    """Run ``script`` untraced and under ``distea run``: same output, same exit status."""
+    argv = [PY, script.name, *args]
+    plain = run_untraced(argv, script.parent, timeout=timeout)
+    traced = run_traced(argv, script.parent, script.parent.parent / f"run-{'-'.join(args)}",
+                        *extra, timeout=timeout)
+    assert traced.result.returncode == plain.returncode, traced.result.stderr
+    assert traced.result.stdout == plain.stdout, (traced.result.stdout, plain.stdout)
+    assert plain.returncode == 0, plain.stderr
+    run = distea.load(traced.run_dir)
+    assert all(p.complete for p in run.processes.values()), run.problems
+    return Traced(run, traced.result.stdout)
