@@ -57,6 +57,7 @@ SAMPLES: dict[str, SampleInfo] = {
                 f"{_PS}.worker.compute_gradient",
                 f"{_PS}.server.apply_update",
                 f"{_PS}.server.evaluate_loss",
+                f"{_PS}.server.report",
             ),
             never_impacted=(
                 f"{_PS}.server.init_weights",

@@ -15,6 +15,7 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from multiprocessing.context import SpawnProcess
 from multiprocessing.queues import Queue
+from operator import attrgetter
 from typing import Any
 
 from sample_systems.ring_allreduce.worker import WorkerResult, run_worker
@@ -123,7 +124,7 @@ def main() -> int:
     finally:
         stop_workers(processes)
     print(f"ring_allreduce: launcher + {args.workers} ranks started with multiprocessing spawn")
-    report(sorted(results, key=lambda result: result.rank))
+    report(sorted(results, key=attrgetter("rank")))
     return 0
 
 
