@@ -6,22 +6,42 @@ Compact mode records only what Execute-After needs (DESIGN.md §3, §6):
   advances the clock and opens a new *epoch*.
 - ``last(m)``: the latest clock at which m was executing. Impact compares
   ``last`` only with epoch starts (first starts and receives), so one
-  sighting of m per epoch is enough: each callback records the current clock
-  and returns ``DISABLE`` for its location. When a new epoch opens, and only
-  if something was disabled since the last one, ``restart_events()`` re-arms
-  every location (lazily: CPython re-instruments a code object the next time
-  it runs).
+  sighting of m per epoch is enough.
 
-Out-of-scope code is decided once per code object (cached by ``id(code)``;
-the state keeps the code alive so the id stays unique) and disabled.
+How the events are armed (compact mode; the choice is measured, see
+docs/performance.md and ``python -m benchmarks.workloads.hotpath``):
 
-A method that is on a stack when a new epoch opens is still "executing
-after" it; it is caught when it returns, yields or unwinds in that epoch (the
-re-armed PY_RETURN/PY_YIELD/PY_UNWIND fire), or by the stack walk at exit.
-PY_UNWIND never returns DISABLE: CPython forbids it there.
+- ``PY_START`` is a *global* event, used only to meet each code object once:
+  out-of-scope code is decided once (cached by ``id(code)``; the state keeps
+  the code alive so the id stays unique) and disabled; in-scope code gets its
+  first start recorded, gets the *local* events ``PY_RESUME | PY_RETURN |
+  PY_YIELD`` switched on, and its ``PY_START`` is disabled too. Later starts
+  need no sighting: every frame that starts ends by returning, yielding or
+  unwinding (each recorded in the epoch where it happens, which is later
+  than the start) or is still on a stack at exit (the stack walk).
+- the local callbacks record the clock and return ``DISABLE``; the code goes
+  on a re-arm list (once per epoch). When a new epoch opens, only the codes
+  on that list are re-armed, by switching their local events off and on
+  again (``set_local_events``; two re-instrumentations of that one code
+  object). Nothing calls ``restart_events()`` per epoch: it is global, so it
+  re-arms every disabled location of every tool, out-of-scope code included,
+  which then fires and is disabled again in every epoch.
+- ``PY_UNWIND`` is global (CPython accepts it only as a global event) and is
+  never disabled: CPython forbids ``DISABLE`` there.
 
-``--mode full`` records every entry and exit as CALL/RETURN records and never
-disables in-scope code; it is the oracle that compact mode is tested against.
+Invariant (what ``tests/tracer/test_monitor.py`` checks against full mode):
+when an epoch opens, every ``PY_RESUME``/``PY_RETURN``/``PY_YIELD`` location
+of every in-scope code that has started is armed, so a method executing after
+the epoch opens is seen in that epoch (or later, which compares the same).
+
+The callbacks are closures over local names (no ``self.`` lookups, no bound
+method calls): that is what runs millions of times. After ``fork`` the child
+forgets every first and last and calls ``restart_events()`` once, so each
+method is met again by ``PY_START``.
+
+``--mode full`` records every entry and exit as CALL/RETURN records with
+global events and never disables in-scope code; it is the oracle that
+compact mode is tested against.
 """
 
 from __future__ import annotations
@@ -32,14 +52,25 @@ from collections.abc import Callable
 from types import CodeType, FrameType
 from typing import Any
 
+from distea.traceformat import Tag
 from distea.tracer.clock import LogicalClock
 from distea.tracer.scope import Scope
-from distea.traceformat import Tag
 
 MONITOR = sys.monitoring
 EVENTS = MONITOR.events
 DISABLE = MONITOR.DISABLE
 TOOL_NAME = "distea"
+
+LOCAL_EVENTS = EVENTS.PY_RESUME | EVENTS.PY_RETURN | EVENTS.PY_YIELD
+"""What compact mode arms per in-scope code object, and re-arms per epoch."""
+COMPACT_GLOBAL_EVENTS = EVENTS.PY_START | EVENTS.PY_UNWIND
+FULL_EVENTS = (EVENTS.PY_START | EVENTS.PY_RESUME | EVENTS.PY_RETURN | EVENTS.PY_YIELD
+               | EVENTS.PY_UNWIND)
+_ALL_EVENTS = (EVENTS.PY_START, EVENTS.PY_RESUME, EVENTS.PY_RETURN, EVENTS.PY_YIELD,
+               EVENTS.PY_UNWIND)
+
+_CALL = int(Tag.CALL)
+_RETURN = int(Tag.RETURN)
 
 
 class OutOfScope:
@@ -54,7 +85,7 @@ class OutOfScope:
 class CodeState:
     """What the monitor knows of one in-scope code object."""
 
-    __slots__ = ("announced", "code", "dirty", "last", "module", "mid")
+    __slots__ = ("announced", "armed", "code", "dirty", "last", "mid", "module")
 
     def __init__(self, code: CodeType, mid: int, module: str) -> None:
         self.code = code
@@ -66,6 +97,8 @@ class CodeState:
         """Latest clock seen executing in this process; -1: not yet started here."""
         self.dirty = False
         """``last`` changed since the last flush."""
+        self.armed = False
+        """Compact mode: local events on and nothing disabled since the last re-arm."""
 
 
 def claim_tool_id() -> int:
@@ -95,7 +128,9 @@ class Monitor:
         self.states: dict[int, CodeState | OutOfScope] = {}
         """By ``id(code)``; every state holds its code, so no id is reused while cached."""
         self.dirty_states: list[CodeState] = []
-        self.disabled_since_restart = False
+        """States whose ``last`` moved since the last drain (emptied in place)."""
+        self.to_rearm: list[CodeState] = []
+        """Compact mode: states with a location disabled since the last epoch (emptied in place)."""
         self.tool: int | None = None
         self._next_mid = 0
 
@@ -103,36 +138,24 @@ class Monitor:
 
     def start(self) -> None:
         self.tool = claim_tool_id()
-        tool = self.tool
-        if self.full:
-            callbacks = {
-                EVENTS.PY_START: self._full_entry,
-                EVENTS.PY_RESUME: self._full_entry,
-                EVENTS.PY_RETURN: self._full_exit,
-                EVENTS.PY_YIELD: self._full_exit,
-                EVENTS.PY_UNWIND: self._full_unwind,
-            }
-        else:
-            callbacks = {
-                EVENTS.PY_START: self._seen,
-                EVENTS.PY_RESUME: self._seen,
-                EVENTS.PY_RETURN: self._seen_with_value,
-                EVENTS.PY_YIELD: self._seen_with_value,
-                EVENTS.PY_UNWIND: self._seen_unwinding,
-            }
-        mask = 0
+        callbacks = self._full_callbacks() if self.full else self._compact_callbacks()
+        mask = FULL_EVENTS if self.full else COMPACT_GLOBAL_EVENTS
         for event, callback in callbacks.items():
-            MONITOR.register_callback(tool, event, callback)
-            mask |= event
-        MONITOR.set_events(tool, mask)
+            MONITOR.register_callback(self.tool, event, callback)
+        MONITOR.set_events(self.tool, mask)
 
     def stop(self) -> None:
         if self.tool is None:
             return
         tool, self.tool = self.tool, None
         MONITOR.set_events(tool, 0)
-        for event in (EVENTS.PY_START, EVENTS.PY_RESUME, EVENTS.PY_RETURN, EVENTS.PY_YIELD,
-                      EVENTS.PY_UNWIND):
+        if not self.full:
+            for state in self.states.values():
+                if type(state) is CodeState:
+                    MONITOR.set_local_events(tool, state.code, 0)
+                    state.armed = False
+        self.to_rearm.clear()
+        for event in _ALL_EVENTS:
             MONITOR.register_callback(tool, event, None)
         MONITOR.free_tool_id(tool)
 
@@ -143,8 +166,13 @@ class Monitor:
                 state.last = -1
                 state.dirty = False
                 state.announced = False
-        self.dirty_states = []
-        self.rearm()
+                state.armed = not self.full
+        self.to_rearm.clear()
+        self.dirty_states.clear()
+        if self.tool is not None:
+            # once per fork: PY_START fires again everywhere, so every method
+            # is met again (and every disabled local event is armed again)
+            MONITOR.restart_events()
 
     def adopt_stack(self, frame: FrameType | None) -> None:
         """A forked child is executing its parent's stack: those methods start here."""
@@ -157,43 +185,129 @@ class Monitor:
     # -- epochs --------------------------------------------------------------
 
     def new_epoch(self) -> None:
-        """The clock just advanced at a receive or a first start: re-arm if needed."""
+        """The clock just advanced at a receive or a first start: re-arm what was disabled.
+
+        Only code that fired since the last epoch was disabled, so only that
+        code is re-armed: local events off and on again re-instruments the
+        code object with every location armed (measured against
+        ``restart_events()`` in docs/performance.md).
+        """
         self.clock.epoch = self.clock.value
-        if self.disabled_since_restart:
-            self.rearm()
+        pending = self.to_rearm
+        if not pending:
+            return
+        tool = self.tool
+        if tool is None:
+            pending.clear()
+            return
+        set_local = MONITOR.set_local_events
+        for state in pending:
+            code = state.code
+            set_local(tool, code, 0)
+            set_local(tool, code, LOCAL_EVENTS)
+            state.armed = True
+        pending.clear()
 
     def rearm(self) -> None:
-        self.disabled_since_restart = False
-        MONITOR.restart_events()
+        """Re-arm everything now (kept for callers; ``new_epoch`` is the usual way)."""
+        self.new_epoch()
 
     # -- compact-mode callbacks ---------------------------------------------
 
-    def _seen(self, code: CodeType, offset: int) -> Any:
-        state = self.states.get(id(code))
-        if state is None:
-            state = self._classify(code)
-        if type(state) is not CodeState:
-            return DISABLE
-        if state.last < 0:
-            self._first_start(state)
-        elif state.last != self.clock.value:
-            state.last = self.clock.value
-            if not state.dirty:
-                state.dirty = True
-                self.dirty_states.append(state)
-        self.disabled_since_restart = True
-        return DISABLE
+    def _compact_callbacks(self) -> dict[int, Callable[..., Any]]:
+        """PY_START (global), PY_RESUME/PY_RETURN/PY_YIELD (local), PY_UNWIND (global).
 
-    def _seen_with_value(self, code: CodeType, offset: int, value: object) -> Any:
-        return self._seen(code, offset)
+        Closures over locals: each name below is a fast local or cell lookup
+        instead of an attribute lookup on ``self`` per event.
+        """
+        states_get = self.states.get
+        classify = self._classify
+        first_start = self._first_start
+        clock = self.clock
+        dirty_append = self.dirty_states.append
+        rearm_append = self.to_rearm.append
+        set_local = MONITOR.set_local_events
+        tool = self.tool
+        code_state = CodeState
+        disable = DISABLE
+        local_events = LOCAL_EVENTS
 
-    def _seen_unwinding(self, code: CodeType, offset: int, exc: BaseException) -> None:
-        state = self.states.get(id(code))
-        if type(state) is CodeState and state.last >= 0 and state.last != self.clock.value:
-            state.last = self.clock.value
-            if not state.dirty:
-                state.dirty = True
-                self.dirty_states.append(state)
+        def started(code: CodeType, offset: int) -> Any:
+            # Once per code object (again only after fork or a restart_events
+            # by someone else): decide scope, record the first start, arm the
+            # local events. Always DISABLE: later starts are seen by their end.
+            state = states_get(id(code))
+            if state is None:
+                state = classify(code)
+                if type(state) is not code_state:
+                    return disable
+                set_local(tool, code, local_events)
+                state.armed = True
+            elif type(state) is not code_state:
+                return disable
+            if state.last < 0:
+                first_start(state)
+            else:
+                now = clock.value
+                if state.last != now:
+                    state.last = now
+                    if not state.dirty:
+                        state.dirty = True
+                        dirty_append(state)
+            return disable
+
+        def seen(code: CodeType, offset: int) -> Any:
+            # PY_RESUME: local, so only in-scope code reaches here.
+            state = states_get(id(code))
+            if state.last < 0:
+                first_start(state)  # a generator made before fork, resumed in the child
+            else:
+                now = clock.value
+                if state.last != now:
+                    state.last = now
+                    if not state.dirty:
+                        state.dirty = True
+                        dirty_append(state)
+            if state.armed:
+                state.armed = False
+                rearm_append(state)
+            return disable
+
+        def seen_with_value(code: CodeType, offset: int, value: object) -> Any:
+            # PY_RETURN, PY_YIELD: as ``seen`` (inlined: one call less per event).
+            state = states_get(id(code))
+            if state.last < 0:
+                first_start(state)
+            else:
+                now = clock.value
+                if state.last != now:
+                    state.last = now
+                    if not state.dirty:
+                        state.dirty = True
+                        dirty_append(state)
+            if state.armed:
+                state.armed = False
+                rearm_append(state)
+            return disable
+
+        def unwinding(code: CodeType, offset: int, exc: BaseException) -> None:
+            # Global and never disabled (CPython forbids DISABLE here).
+            state = states_get(id(code))
+            if type(state) is code_state and state.last >= 0:
+                now = clock.value
+                if state.last != now:
+                    state.last = now
+                    if not state.dirty:
+                        state.dirty = True
+                        dirty_append(state)
+
+        return {
+            EVENTS.PY_START: started,
+            EVENTS.PY_RESUME: seen,
+            EVENTS.PY_RETURN: seen_with_value,
+            EVENTS.PY_YIELD: seen_with_value,
+            EVENTS.PY_UNWIND: unwinding,
+        }
 
     def _first_start(self, state: CodeState) -> None:
         if not state.announced:
@@ -205,28 +319,51 @@ class Monitor:
 
     # -- full-mode callbacks ------------------------------------------------
 
-    def _full_entry(self, code: CodeType, offset: int) -> Any:
-        state = self._state_of(code)
-        if state is None:
-            return DISABLE
-        if state.last < 0:
-            self._first_start(state)
-        self.emit([Tag.CALL, state.mid, self.clock.value, threading.get_ident()])
-        return None
+    def _full_callbacks(self) -> dict[int, Callable[..., Any]]:
+        """Every entry and exit of in-scope code; out-of-scope code is disabled."""
+        states_get = self.states.get
+        classify = self._classify
+        first_start = self._first_start
+        clock = self.clock
+        emit = self.emit
+        get_ident = threading.get_ident
+        code_state = CodeState
+        disable = DISABLE
 
-    def _full_exit(self, code: CodeType, offset: int, value: object) -> Any:
-        state = self._state_of(code)
-        if state is None:
-            return DISABLE
-        if state.last < 0:
-            self._first_start(state)
-        self.emit([Tag.RETURN, state.mid, self.clock.value, threading.get_ident()])
-        return None
+        def entry(code: CodeType, offset: int) -> Any:
+            state = states_get(id(code))
+            if state is None:
+                state = classify(code)
+            if type(state) is not code_state:
+                return disable
+            if state.last < 0:
+                first_start(state)
+            emit([_CALL, state.mid, clock.value, get_ident()])
+            return None
 
-    def _full_unwind(self, code: CodeType, offset: int, exc: BaseException) -> None:
-        state = self.states.get(id(code))
-        if type(state) is CodeState and state.last >= 0:
-            self.emit([Tag.RETURN, state.mid, self.clock.value, threading.get_ident()])
+        def exit_(code: CodeType, offset: int, value: object) -> Any:
+            state = states_get(id(code))
+            if state is None:
+                state = classify(code)
+            if type(state) is not code_state:
+                return disable
+            if state.last < 0:
+                first_start(state)
+            emit([_RETURN, state.mid, clock.value, get_ident()])
+            return None
+
+        def unwind(code: CodeType, offset: int, exc: BaseException) -> None:
+            state = states_get(id(code))
+            if type(state) is code_state and state.last >= 0:
+                emit([_RETURN, state.mid, clock.value, get_ident()])
+
+        return {
+            EVENTS.PY_START: entry,
+            EVENTS.PY_RESUME: entry,
+            EVENTS.PY_RETURN: exit_,
+            EVENTS.PY_YIELD: exit_,
+            EVENTS.PY_UNWIND: unwind,
+        }
 
     # -- code objects ---------------------------------------------------------
 
@@ -285,7 +422,8 @@ class Monitor:
 
     def drain_lasts(self) -> list[list[Any]]:
         """LAST records for every method whose last clock moved since the last drain."""
-        dirty, self.dirty_states = self.dirty_states, []
+        dirty = list(self.dirty_states)
+        self.dirty_states.clear()
         records = []
         for state in dirty:
             state.dirty = False
