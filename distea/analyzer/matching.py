@@ -147,20 +147,19 @@ def match(
         link_map[link.end_b] = link.end_a
 
     # Group by (kind, channel as the receiving end names it).
-    groups: dict[tuple[str, str], tuple[list[int], list[int]]] = defaultdict(lambda: ([], []))
+    groups: dict[tuple[str, str], tuple[list[int], list[int]]] = {}
     for i, ev in enumerate(events):
-        counts = m.by_kind.get(ev.kind)
-        if counts is None:
-            counts = m.by_kind[ev.kind] = KindCounts()
+        channel = ev.channel
         if ev.direction == "send":
-            counts.sends += 1
-            channel = ev.channel
-            if ev.kind not in LIFECYCLE_KINDS:
+            if link_map and ev.kind not in LIFECYCLE_KINDS:
                 channel = link_map.get(channel, channel)
-            groups[(ev.kind, channel)][0].append(i)
+            side = 0
         else:
-            counts.recvs += 1
-            groups[(ev.kind, ev.channel)][1].append(i)
+            side = 1
+        group = groups.get((ev.kind, channel))
+        if group is None:
+            group = groups[(ev.kind, channel)] = ([], [])
+        group[side].append(i)
 
     unknown: set[str] = set()
     for (kind, _channel), (sends, recvs) in groups.items():
@@ -177,7 +176,11 @@ def match(
             if kind not in MESSAGE_KINDS and kind != "torch":
                 unknown.add(kind)
             _match_messages(m, kind, sends, recvs, result)
-        counts = m.by_kind[kind]
+        counts = m.by_kind.get(kind)
+        if counts is None:
+            counts = m.by_kind[kind] = KindCounts()
+        counts.sends += len(sends)
+        counts.recvs += len(recvs)
         recv_total = len(recvs)
         counts.matched += result.matched
         counts.ambiguous += result.ambiguous
@@ -248,6 +251,7 @@ def _match_stream(m: Matching, sends: list[int], recvs: list[int], out: _Result)
     received: set[int] = set()  # send gen indexes that some receive reads from
     candidate_sends: set[int] = set()
     one_to_one = len({p for p, _ in send_gens}) <= 1 and len({p for p, _ in recv_gens}) <= 1
+    starts = [[events[s].start for s in sids] for _, sids in send_gens]
     for g, (rp, rids) in enumerate(recv_gens):
         if one_to_one:
             candidates = [g] if g < len(send_gens) else []
@@ -259,7 +263,7 @@ def _match_stream(m: Matching, sends: list[int], recvs: list[int], out: _Result)
             byte = rev.end - 1 if rev.end > rev.start else rev.start - 1
             carriers: list[int] = []
             for j in candidates:
-                s = _carrier(events, send_gens[j][1], byte)
+                s = _carrier(events, send_gens[j][1], starts[j], byte)
                 if s is not None:
                     carriers.append(s)
                     received.add(j)
@@ -271,21 +275,24 @@ def _match_stream(m: Matching, sends: list[int], recvs: list[int], out: _Result)
                 candidate_sends.update(carriers)
                 out.ambiguous += 1
     # A send is unmatched when no receive read any of its bytes.
+    gen_read_to = [max(events[r].end for r in rids) for _, rids in recv_gens]
+    any_read_to = max(gen_read_to, default=0)
     for j, (_, sids) in enumerate(send_gens):
         if j not in received:
             out.unmatched_sends += sum(1 for s in sids if s not in candidate_sends)
             continue
-        read_to = max((events[r].end for g, (_, rids) in enumerate(recv_gens)
-                       for r in rids if (g == j if one_to_one else True)), default=0)
+        own = gen_read_to[j] if j < len(gen_read_to) else 0
+        read_to = own if one_to_one else any_read_to
         out.unmatched_sends += sum(1 for s in sids if events[s].start >= read_to
                                    and events[s].end > events[s].start)
 
 
-def _carrier(events: list[MessageEvent], sids: list[int], byte: int) -> int | None:
-    """The send of a generation whose byte range holds ``byte``."""
+def _carrier(
+    events: list[MessageEvent], sids: list[int], starts: list[int], byte: int
+) -> int | None:
+    """The send of a generation (``starts``: its sends' first bytes) that holds ``byte``."""
     if byte < 0:
         return None
-    starts = [events[s].start for s in sids]
     k = bisect_right(starts, byte) - 1
     if k >= 0 and events[sids[k]].end > byte:
         return sids[k]
