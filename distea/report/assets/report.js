@@ -1,0 +1,396 @@
+/* distea impact report: draws the swimlane timeline from the JSON island.
+ *
+ * The data (distea/report/model.py) already says everything: lanes, method
+ * executions with happens-before times t0/t1, message edges, explanation
+ * chains. This script only lays out what is visible — x is the rank of a
+ * time among the times shown, y is the lane, bars are packed into rows
+ * first-fit — draws it as SVG, and wires the filter, toggles and the
+ * explanation panel. No dependencies; sets body[data-ready] when done (and
+ * body[data-error] if anything throws).
+ */
+(function () {
+  "use strict";
+  var SVGNS = "http://www.w3.org/2000/svg";
+  var HEAD_H = 46, AXIS_Y = 14, ROW_H = 18, BAR_H = 14, COLLAPSED_H = 46, PAD_X = 24;
+
+  var data = JSON.parse(document.getElementById("distea-data").textContent);
+  var lanes = data.lanes, nodes = data.nodes, methods = data.methods, edges = data.edges;
+  var state = {
+    hideOther: false, byModule: false, allMessages: false, filter: "", zoom: 1,
+    collapsed: {}, selected: null
+  };
+  // big runs start tidy: lanes the impact never reaches are collapsed, methods grouped
+  if (lanes.length > 12) {
+    lanes.forEach(function (l) { if (!l.impacted) state.collapsed[l.index] = true; });
+  }
+  if (nodes.length > 400) state.byModule = true;
+
+  var byLane = lanes.map(function () { return []; });
+  nodes.forEach(function (n, i) { n.id = i; byLane[n.lane].push(n); });
+
+  var wrap = document.getElementById("timeline");
+  var panel = document.getElementById("panel");
+  var measureCtx = document.createElement("canvas").getContext("2d");
+  var widthCache = {};
+  function textWidth(s) {
+    var w = widthCache[s];
+    if (w === undefined) {
+      measureCtx.font = "600 11px system-ui, sans-serif";
+      w = widthCache[s] = Math.ceil(measureCtx.measureText(s).width);
+    }
+    return w;
+  }
+
+  function el(tag, attrs, parent) {
+    var e = document.createElementNS(SVGNS, tag);
+    for (var k in attrs) if (attrs[k] !== undefined) e.setAttribute(k, attrs[k]);
+    if (parent) parent.appendChild(e);
+    return e;
+  }
+  function h(tag, attrs, text) {
+    var e = document.createElement(tag);
+    for (var k in attrs || {}) e.setAttribute(k, attrs[k]);
+    if (text !== undefined) e.textContent = text;
+    return e;
+  }
+  function laneLabel(l) { return l.pid === null ? l.role : l.role + " (pid " + l.pid + ")"; }
+  /* Long dotted roles (module names) keep their informative tail: "…param_server.worker". */
+  function shortRole(role) {
+    if (role.length <= 26) return role;
+    var parts = role.split("."), out = parts.pop();
+    while (parts.length && out.length + parts[parts.length - 1].length < 24) out = parts.pop() + "." + out;
+    return "…" + out;
+  }
+  function nodeClass(n) { return n.query ? "query" : n.impacted ? "impacted" : "other"; }
+
+  /* What each lane shows: executions, or one aggregate per module. */
+  function items(lane) {
+    var list = byLane[lane.index].filter(function (n) {
+      return !state.hideOther || n.impacted || n.query;
+    });
+    if (!state.byModule) {
+      return list.map(function (n) {
+        return { label: methods[n.method].short, name: methods[n.method].name, t0: n.t0, t1: n.t1,
+                 cls: nodeClass(n), members: [n], node: n };
+      });
+    }
+    var groups = {}, order = [];
+    list.forEach(function (n) {
+      var mod = methods[n.method].module;
+      var g = groups[mod];
+      if (!g) { g = groups[mod] = { module: mod, t0: n.t0, t1: n.t1, members: [] }; order.push(g); }
+      g.t0 = Math.min(g.t0, n.t0); g.t1 = Math.max(g.t1, n.t1); g.members.push(n);
+    });
+    return order.map(function (g) {
+      var imp = g.members.filter(function (n) { return n.impacted; }).length;
+      var q = g.members.some(function (n) { return n.query; });
+      return { label: g.module + "  " + imp + "/" + g.members.length, name: g.module, t0: g.t0,
+               t1: g.t1, cls: q ? "query" : imp ? "impacted" : "other", members: g.members,
+               node: null };
+    });
+  }
+
+  function matches(item) {
+    if (!state.filter) return false;
+    return item.members.some(function (n) {
+      return methods[n.method].name.toLowerCase().indexOf(state.filter) >= 0;
+    });
+  }
+  function laneMatches(l) {
+    return !!state.filter && (laneLabel(l) + " " + l.host).toLowerCase().indexOf(state.filter) >= 0;
+  }
+
+  var layout = null;
+
+  function draw() {
+    var visibleEdges = edges.filter(function (e) { return e.carries || state.allMessages; });
+    var perLane = lanes.map(function (l) { return state.collapsed[l.index] ? [] : items(l); });
+
+    // x: rank of each time among the times shown (happens-before order, no gaps)
+    var tset = {};
+    perLane.forEach(function (its) { its.forEach(function (it) { tset[it.t0] = 1; tset[it.t1] = 1; }); });
+    visibleEdges.forEach(function (e) { tset[e.src_t] = 1; tset[e.dst_t] = 1; });
+    lanes.forEach(function (l) { if (l.start_t !== null) tset[l.start_t] = 1; });
+    var times = Object.keys(tset).map(Number).sort(function (a, b) { return a - b; });
+    var avail = Math.max(400, wrap.clientWidth - 250 - 2 * PAD_X - 160);
+    var step = Math.max(3, Math.min(26, avail / Math.max(1, times.length))) * state.zoom;
+    var index = {};
+    times.forEach(function (t, i) { index[t] = i; });
+    function xOf(t) {
+      if (index[t] !== undefined) return PAD_X + index[t] * step;
+      var lo = 0, hi = times.length;
+      while (lo < hi) { var mid = (lo + hi) >> 1; if (times[mid] < t) lo = mid + 1; else hi = mid; }
+      return PAD_X + (lo - 0.5) * step;
+    }
+
+    // rows: first-fit packing of bars and their labels, per lane
+    var maxX = PAD_X + times.length * step;
+    var ys = [], y = 0;
+    lanes.forEach(function (l, li) {
+      var rows = [];
+      perLane[li].forEach(function (it) {
+        it.x0 = xOf(it.t0);
+        it.x1 = Math.max(it.x0 + 6, xOf(it.t1));
+        var tw = textWidth(it.label) + 10;
+        it.inside = it.x1 - it.x0 >= tw;
+        var end = it.inside ? it.x1 : it.x1 + tw;
+        var r = 0;
+        while (r < rows.length && rows[r] > it.x0 - 4) r++;
+        rows[r] = end;
+        it.row = r;
+        maxX = Math.max(maxX, end);
+      });
+      var hgt = state.collapsed[l.index] ? COLLAPSED_H : Math.max(HEAD_H, 28 + rows.length * ROW_H + 8);
+      ys.push({ top: y, height: hgt, rows: rows.length });
+      y += hgt;
+    });
+    var width = Math.ceil(maxX + PAD_X), height = y;
+    layout = { xOf: xOf, ys: ys, perLane: perLane, width: width };
+
+    var grid = h("div", { "class": "timeline" });
+    var heads = h("div", { "class": "lane-heads" });
+    grid.appendChild(heads);
+    var svg = el("svg", { "class": "lanes", width: width, height: height, viewBox: "0 0 " + width + " " + height,
+                          role: "img", "aria-label": "process swimlanes" });
+    grid.appendChild(svg);
+
+    var back = el("g", {}, svg);
+    var nodeLayer = el("g", { "class": "nodes" }, svg);
+    var edgeLayer = el("g", { "class": "edges" + (state.selected ? " dim" : "") }, svg);
+    el("g", { id: "chain-overlay" }, svg);
+
+    var drawnNodes = 0, matchCount = 0, matchLanes = 0;
+    lanes.forEach(function (l, li) {
+      var box = ys[li], axis = box.top + AXIS_Y;
+      var collapsed = !!state.collapsed[l.index];
+      // header
+      var head = h("div", { "class": "lane-head" + (l.start !== null ? " reached" : "") +
+                            (l.complete ? "" : " incomplete") + (laneMatches(l) ? " match" : ""),
+                            "data-lane": String(l.index), title: l.key });
+      head.style.height = box.height + "px";
+      var role = h("div", { "class": "role" });
+      role.appendChild(h("span", { "class": "twisty" }, collapsed ? "▸" : "▾"));
+      role.appendChild(document.createTextNode(l.rank !== null && l.role.indexOf("rank") < 0
+        ? shortRole(l.role) + " · rank " + l.rank + (l.world_size ? "/" + l.world_size : "") : shortRole(l.role)));
+      role.title = l.role;
+      head.appendChild(role);
+      head.appendChild(h("div", { "class": "proc" }, "pid " + l.pid + (l.host ? " · " + l.host : "")));
+      var counts = h("div", { "class": "counts" });
+      counts.appendChild(h("span", { "class": "lane-count" }, l.impacted + "/" + l.methods));
+      var mini = h("span", { "class": "mini" });
+      var fill = h("span");
+      fill.style.width = (l.methods ? 100 * l.impacted / l.methods : 0) + "%";
+      mini.appendChild(fill);
+      counts.appendChild(mini);
+      counts.appendChild(h("span", { "class": "sub" }, "impacted"));
+      head.appendChild(counts);
+      head.addEventListener("click", function () {
+        state.collapsed[l.index] = !state.collapsed[l.index]; redraw();
+      });
+      heads.appendChild(head);
+
+      // background, impact region, axis
+      el("rect", { "class": "lane-bg" + (li % 2 ? " odd" : ""), x: 0, y: box.top, width: width, height: box.height }, back);
+      if (l.start_t !== null) {
+        var sx = xOf(l.start_t);
+        el("rect", { "class": "region", x: sx, y: box.top, width: Math.max(0, width - sx), height: box.height }, back);
+        el("line", { "class": "start-line", x1: sx, x2: sx, y1: box.top + 2, y2: box.top + box.height - 2 }, back);
+        var lbl = el("text", { "class": "start-label", x: sx + 4, y: box.top + AXIS_Y - 4 }, back);
+        lbl.textContent = "impact from clock " + l.start;
+      }
+      el("line", { "class": "axis", x1: PAD_X / 2, x2: width - PAD_X / 2, y1: axis, y2: axis }, back);
+      el("line", { "class": "lane-sep", x1: 0, x2: width, y1: box.top + box.height - 0.5, y2: box.top + box.height - 0.5 }, back);
+      if (collapsed) {
+        var note = el("text", { "class": "collapsed-note", x: PAD_X, y: axis + 20 }, back);
+        note.textContent = l.methods + " methods, " + l.impacted + " impacted (collapsed: click the lane name)";
+      }
+      if (laneMatches(l)) matchLanes++;
+
+      // bars
+      layout.perLane[li].forEach(function (it) {
+        var isMatch = matches(it);
+        if (isMatch) matchCount += it.members.length;
+        var cls = "node " + it.cls + (state.filter ? (isMatch ? " match" : " faded") : "") +
+                  (state.selected && state.selected.item && state.selected.key === key(it) ? " selected" : "");
+        var g = el("g", { "class": cls, "data-method": it.name, "data-lane": String(l.index),
+                          "data-kind": it.node ? "method" : "module" }, nodeLayer);
+        var by = box.top + 28 + it.row * ROW_H;
+        el("rect", { x: it.x0, y: by, width: it.x1 - it.x0, height: BAR_H }, g);
+        var t = el("text", { "class": it.inside ? "in" : "out", x: it.inside ? it.x0 + 5 : it.x1 + 4, y: by + 11 }, g);
+        t.textContent = it.label;
+        var tip = el("title", {}, g);
+        tip.textContent = it.name + (it.node ? "  [clocks " + it.node.first + "–" + it.node.last + "]" : "");
+        g.addEventListener("click", function (ev) { ev.stopPropagation(); select(it); });
+        it.g = g;
+        drawnNodes++;
+      });
+    });
+
+    // messages: a curve from the send on one lane's axis to the receive on another's
+    visibleEdges.forEach(function (e) {
+      var x1 = xOf(e.src_t), y1 = ys[e.src].top + AXIS_Y, x2 = xOf(e.dst_t), y2 = ys[e.dst].top + AXIS_Y;
+      var dx = Math.max(12, (x2 - x1) / 2);
+      var cls = "edge" + (e.carries ? " carries" : "") + (e.arrival ? " arrival" : "") + (e.ambiguous ? " ambiguous" : "");
+      var p = el("path", { "class": cls, d: "M" + x1 + "," + y1 + " C" + (x1 + dx) + "," + y1 + " " + (x2 - dx) + "," + y2 + " " + x2 + "," + y2,
+                           "marker-end": e.carries ? "url(#arrow-hot)" : "url(#arrow)",
+                           "data-src": String(e.src), "data-dst": String(e.dst) }, edgeLayer);
+      var tip = el("title", {}, p);
+      tip.textContent = e.channel + "  (clock " + e.src_clock + " → " + e.dst_clock + ")" + (e.ambiguous ? "  ambiguous pairing" : "");
+      el("circle", { "class": "tick" + (e.carries ? " carries" : ""), cx: x1, cy: y1, r: 2.5 }, edgeLayer);
+    });
+    var defs = el("defs", {}, svg);
+    [["arrow", "var(--edge-other)"], ["arrow-hot", "var(--edge)"]].forEach(function (a) {
+      var mk = el("marker", { id: a[0], viewBox: "0 0 8 8", refX: 7, refY: 4, markerWidth: 7, markerHeight: 7, orient: "auto-start-reverse" }, defs);
+      el("path", { d: "M0,0 L8,4 L0,8 z", style: "fill:" + a[1] }, mk);
+    });
+
+    wrap.querySelectorAll(".timeline").forEach(function (old) { old.remove(); });
+    wrap.appendChild(grid);
+    wrap.dataset.nodes = String(drawnNodes);
+    wrap.dataset.edges = String(visibleEdges.length);
+
+    var mc = document.getElementById("match-count");
+    mc.textContent = state.filter ? matchCount + " execution(s) match" + (matchLanes ? ", " + matchLanes + " process(es)" : "") : "";
+    if (state.selected) drawChain(state.selected);
+  }
+
+  function key(it) { return (it.node ? "n" + it.node.id : "m" + it.name + "@" + it.members[0].lane); }
+
+  function redraw() {
+    var sl = wrap.scrollLeft, st = wrap.scrollTop;
+    draw();
+    wrap.scrollLeft = sl; wrap.scrollTop = st;
+  }
+
+  /* The explanation chain as a path over the lanes: along a lane, then a message, ... */
+  function drawChain(sel) {
+    var overlay = document.getElementById("chain-overlay");
+    while (overlay.firstChild) overlay.removeChild(overlay.firstChild);
+    var n = sel.item && sel.item.node;
+    if (!n || n.chain === null || n.chain === undefined) return;
+    var steps = data.chains[n.chain].concat([{ lane: n.lane, t: Math.max(n.t1, lanes[n.lane].start_t || n.t1), action: "runs" }]);
+    var d = "", prev = null;
+    steps.forEach(function (s) {
+      var x = layout.xOf(s.t), y = layout.ys[s.lane].top + AXIS_Y;
+      if (!prev) d += "M" + x + "," + y;
+      else if (prev.lane === s.lane) d += " L" + x + "," + y;
+      else { var dx = Math.max(12, (x - prev.x) / 2); d += " C" + (prev.x + dx) + "," + prev.y + " " + (x - dx) + "," + y + " " + x + "," + y; }
+      prev = { lane: s.lane, x: x, y: y };
+      el("circle", { "class": "chain-dot", cx: x, cy: y, r: 4 }, overlay);
+    });
+    el("path", { "class": "chain-path", d: d }, overlay);
+  }
+
+  function select(it) {
+    state.selected = { item: it, key: key(it) };
+    redraw();
+    showPanel(it);
+  }
+
+  function fact(dl, k, v) { dl.appendChild(h("dt", {}, k)); dl.appendChild(h("dd", {}, v)); }
+
+  function showPanel(it) {
+    panel.innerHTML = "";
+    var lane = lanes[it.members[0].lane];
+    if (!it.node) {
+      panel.appendChild(h("h2", {}, it.name));
+      panel.appendChild(h("div", { "class": "fq" }, "module in " + laneLabel(lane)));
+      var imp = it.members.filter(function (n) { return n.impacted; }).length;
+      panel.appendChild(h("p", {}, imp + " of " + it.members.length + " method(s) impacted. Click one for its explanation."));
+      var ul = h("ul", { "class": "members" });
+      it.members.forEach(function (n) {
+        var li = h("li");
+        var a = h("a", { "class": nodeClass(n) }, methods[n.method].short);
+        a.addEventListener("click", function () {
+          showPanel({ label: methods[n.method].short, name: methods[n.method].name, t0: n.t0, t1: n.t1,
+                      cls: nodeClass(n), members: [n], node: n });
+          state.selected = { item: { node: n }, key: "n" + n.id };
+          drawChain(state.selected);
+        });
+        li.appendChild(a);
+        ul.appendChild(li);
+      });
+      panel.appendChild(ul);
+      return;
+    }
+    var n = it.node, m = methods[n.method];
+    panel.appendChild(h("h2", {}, m.short));
+    panel.appendChild(h("div", { "class": "fq" }, m.name));
+    var cls = nodeClass(n);
+    panel.appendChild(h("span", { "class": "badge " + cls, id: "panel-verdict" },
+      cls === "query" ? "query method" : cls === "impacted" ? "impacted" : "not impacted"));
+    var dl = h("dl", { "class": "facts" });
+    fact(dl, "process", laneLabel(lane) + (lane.host ? " · " + lane.host : ""));
+    if (m.file) fact(dl, "defined", m.file + ":" + m.line);
+    fact(dl, "first start", "clock " + n.first);
+    fact(dl, "last executing", "clock " + n.last);
+    fact(dl, "impact arrives", lane.start === null ? "never, in this process" : "clock " + lane.start);
+    if (lane.distia_start !== null && lane.distia_start !== lane.start) fact(dl, "DistIA start", "clock " + lane.distia_start);
+    panel.appendChild(dl);
+    panel.appendChild(h("h3", {}, n.impacted ? "Why it is impacted" : "Why not"));
+    panel.appendChild(h("p", { "class": "why" }, n.why || "No explanation was precomputed; run distea explain."));
+    if (n.chain === null || n.chain === undefined) return;
+    var ol = h("ol", { "class": "chain", id: "chain" });
+    data.chains[n.chain].forEach(function (s) { ol.appendChild(step(s.action, s.lane, s.clock, s.method, s.detail)); });
+    ol.appendChild(step("runs", n.lane, n.last, m.name,
+      "executes at clock " + n.last + (lane.start !== null ? ", at or after the impact start " + lane.start : "")));
+    panel.appendChild(ol);
+  }
+
+  var ACTIONS = { start: "query starts", send: "sends", recv: "receives", runs: "runs" };
+  function step(action, laneIdx, clock, method, detail) {
+    var li = h("li", { "data-action": action });
+    li.appendChild(h("div", { "class": "act" }, ACTIONS[action] || action));
+    li.appendChild(h("div", { "class": "where" }, laneLabel(lanes[laneIdx]) + " · clock " + clock));
+    if (method) li.appendChild(h("code", {}, method));
+    if (detail && action !== "start") li.appendChild(h("div", { "class": "sub" }, detail));
+    return li;
+  }
+
+  function scrollToFirstMatch() {
+    var hit = wrap.querySelector(".node.match");
+    if (!hit) return;
+    var r = hit.querySelector("rect");
+    wrap.scrollLeft = Math.max(0, Number(r.getAttribute("x")) - 100);
+    wrap.scrollTop = Math.max(0, Number(r.getAttribute("y")) - 60);
+  }
+
+  function bind(id, fn) { document.getElementById(id).addEventListener("change", fn); }
+  function init() {
+    var hide = document.getElementById("hide-other"), mod = document.getElementById("by-module");
+    hide.checked = state.hideOther; mod.checked = state.byModule;
+    bind("hide-other", function (e) { state.hideOther = e.target.checked; redraw(); });
+    bind("by-module", function (e) { state.byModule = e.target.checked; state.selected = null; redraw(); });
+    bind("all-messages", function (e) { state.allMessages = e.target.checked; redraw(); });
+    var search = document.getElementById("search");
+    search.addEventListener("input", function () { state.filter = search.value.trim().toLowerCase(); redraw(); });
+    search.addEventListener("keydown", function (e) { if (e.key === "Enter") scrollToFirstMatch(); });
+    document.getElementById("collapse-all").addEventListener("click", function () {
+      lanes.forEach(function (l) { state.collapsed[l.index] = true; }); redraw();
+    });
+    document.getElementById("expand-all").addEventListener("click", function () {
+      state.collapsed = {}; redraw();
+    });
+    document.getElementById("zoom-in").addEventListener("click", function () { state.zoom *= 1.5; redraw(); });
+    document.getElementById("zoom-out").addEventListener("click", function () { state.zoom = Math.max(0.2, state.zoom / 1.5); redraw(); });
+    var resizeTimer = null;
+    window.addEventListener("resize", function () { clearTimeout(resizeTimer); resizeTimer = setTimeout(redraw, 150); });
+    draw();
+    // a first explanation to look at: the first impacted method reached through a message
+    var first = nodes.filter(function (n) { return n.impacted && !n.query && n.chain !== null; })
+      .sort(function (a, b) { return data.chains[b.chain].length - data.chains[a.chain].length; })[0];
+    if (first && !state.byModule) {
+      var it = layout.perLane[first.lane].filter(function (i) { return i.node === first; })[0];
+      if (it) select(it);
+    }
+    document.body.dataset.ready = "1";
+    document.body.dataset.lanes = String(lanes.length);
+  }
+
+  try {
+    init();
+  } catch (err) {
+    document.body.dataset.error = String(err && err.stack || err);
+    throw err;
+  }
+})();
