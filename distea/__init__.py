@@ -13,10 +13,11 @@ every traced process, so the analyzer is imported only when ``load`` is called.
 
 from __future__ import annotations
 
-from pathlib import Path
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
+    from pathlib import Path
+
     from distea.analyzer.run import Run
 
 __all__ = ["load"]
