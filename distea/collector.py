@@ -12,21 +12,38 @@ for multi-host runs); it is never inside a traced process.
 
 from __future__ import annotations
 
+import contextlib
+import json
+import logging
 import os
 import socket
 import threading
 import time
-from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, BinaryIO
 
 import msgpack
 import zmq
+from zmq.auth.thread import ThreadAuthenticator
+from zmq.utils.monitor import parse_monitor_message
 
-from distea.traceformat import FORMAT_VERSION, PROCS_DIR, WIRE_MAGIC, process_file_name
+from distea.traceformat import (
+    FORMAT_VERSION,
+    LOST_DIR,
+    PROCS_DIR,
+    UNTRACED_DIR,
+    WIRE_CLIENT,
+    WIRE_MAGIC,
+    process_file_name,
+)
 
 POLL_MS = 50
+RECEIVE_HIGH_WATER_MARK = 1024
+"""Batches ZeroMQ may queue per connected tracer before it pushes back (and they drop)."""
+MAX_REFUSALS_KEPT = 100
+HANDSHAKE_FAILURES = (zmq.EVENT_HANDSHAKE_FAILED_NO_DETAIL | zmq.EVENT_HANDSHAKE_FAILED_PROTOCOL
+                      | zmq.EVENT_HANDSHAKE_FAILED_AUTH)
 
 
 @dataclass
@@ -57,39 +74,94 @@ class CollectorStats:
     bytes: int = 0
     rejected: int = 0
     problems: list[str] = field(default_factory=list)
+    refused: list[dict[str, Any]] = field(default_factory=list)
+    """Writers turned away: by the ZAP handler (unknown key) or at the handshake."""
+    refused_count: int = 0
+    clients: list[dict[str, Any]] = field(default_factory=list)
+    """``distea run --connect`` summaries: host, command, exit code, times."""
+
+
+@dataclass(frozen=True)
+class CurveKeys:
+    """One run's CURVE keys (z85 bytes): the collector's pair and the one client's pair."""
+
+    server_public: bytes
+    server_secret: bytes
+    client_public: bytes
+    client_secret: bytes
+
+    @classmethod
+    def generate(cls) -> CurveKeys:
+        server_public, server_secret = zmq.curve_keypair()
+        client_public, client_secret = zmq.curve_keypair()
+        return cls(server_public, server_secret, client_public, client_secret)
+
+
+class _RunAuthenticator(ThreadAuthenticator):
+    """ZAP handler: only the run's client key may write; every refusal is remembered."""
+
+    def __init__(self, context: zmq.Context[Any], client_key: bytes,
+                 on_refusal: Any) -> None:
+        super().__init__(context, log=logging.getLogger("distea.collector.zap"))
+        self._client_key = client_key
+        self._on_refusal = on_refusal
+        self._address = ""
+
+    async def handle_zap_message(self, msg: list[bytes]) -> None:
+        if len(msg) >= 6:
+            self._address = msg[3].decode("utf-8", "replace")
+        await super().handle_zap_message(msg)
+
+    def _send_zap_reply(self, request_id: bytes, status_code: bytes, status_text: bytes,
+                        user_id: str = "anonymous") -> None:
+        if status_code != b"200":
+            self._on_refusal(self._address, status_text.decode("utf-8", "replace"))
+        super()._send_zap_reply(request_id, status_code, status_text, user_id)
+
+    def allows(self, domain: str, key: bytes) -> bool:
+        return key == self._client_key
+
+    callback = allows
 
 
 class Collector:
-    """Receives every tracer's batches for one run directory."""
+    """Receives every tracer's batches for one run directory.
 
-    def __init__(
-        self,
-        run_dir: Path,
-        endpoint: str,
-        curve_secret_key: bytes | None = None,
-        curve_public_key: bytes | None = None,
-        authorize: Callable[[zmq.Socket[Any]], None] | None = None,
-    ) -> None:
+    With ``keys`` the socket is a CURVE server and a ZAP handler admits only
+    ``keys.client_public``; anyone else is refused and counted.
+    """
+
+    def __init__(self, run_dir: Path, endpoint: str, keys: CurveKeys | None = None) -> None:
         self.run_dir = run_dir
         self.endpoint = endpoint
         self.streams: dict[str, ProcessStream] = {}
         self.stats = CollectorStats()
+        self.last_message = time.monotonic()
+        self._lock = threading.Lock()
         self._context: zmq.Context[Any] = zmq.Context()
+        self._auth: _RunAuthenticator | None = None
+        self._monitor: zmq.Socket[Any] | None = None
         self._socket = self._context.socket(zmq.PULL)
-        self._socket.setsockopt(zmq.LINGER, 0)
-        self._socket.setsockopt(zmq.RCVHWM, 0)
-        if curve_secret_key is not None and curve_public_key is not None:
-            self._socket.curve_server = True
-            self._socket.curve_secretkey = curve_secret_key
-            self._socket.curve_publickey = curve_public_key
-        if authorize is not None:
-            authorize(self._socket)
-        self._socket.bind(endpoint)
-        if endpoint.startswith("tcp://") and endpoint.endswith(":0"):
+        try:
+            self._socket.setsockopt(zmq.LINGER, 0)
+            self._socket.setsockopt(zmq.RCVHWM, RECEIVE_HIGH_WATER_MARK)
+            if keys is not None:
+                self._auth = _RunAuthenticator(self._context, keys.client_public,
+                                               self._refused)
+                self._auth.start()
+                self._auth.configure_curve_callback("*", credentials_provider=self._auth)
+                self._socket.curve_server = True
+                self._socket.curve_secretkey = keys.server_secret
+                self._socket.curve_publickey = keys.server_public
+                self._monitor = self._socket.get_monitor_socket(HANDSHAKE_FAILURES)
+            self._socket.bind(endpoint)
+        except BaseException:
+            self._shutdown()
+            raise
+        if endpoint.startswith("tcp://"):
             self.endpoint = self._socket.getsockopt_string(zmq.LAST_ENDPOINT)
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._loop, name="distea-collector", daemon=True)
-        self._lock = threading.Lock()
 
     def start(self) -> Collector:
         self._thread.start()
@@ -98,8 +170,13 @@ class Collector:
     def _loop(self) -> None:
         poller = zmq.Poller()
         poller.register(self._socket, zmq.POLLIN)
+        if self._monitor is not None:
+            poller.register(self._monitor, zmq.POLLIN)
         while not self._stop.is_set():
-            if not poller.poll(POLL_MS):
+            ready = dict(poller.poll(POLL_MS))
+            if self._monitor is not None and self._monitor in ready:
+                self._handshake_events()
+            if self._socket not in ready:
                 continue
             while True:
                 try:
@@ -107,9 +184,44 @@ class Collector:
                 except zmq.Again:
                     break
                 with self._lock:
-                    self._store(frames)
+                    try:
+                        self._store(frames)
+                    except OSError as exc:
+                        self._problem(f"cannot write a batch: {exc.strerror}: {exc.filename}")
+                    except Exception as exc:  # never let one bad message end collection
+                        self.stats.rejected += 1
+                        self._problem(f"a message could not be stored: {exc!r:.100}")
+
+    def _problem(self, text: str) -> None:
+        if text not in self.stats.problems and len(self.stats.problems) < 100:
+            self.stats.problems.append(text)
+
+    def _handshake_events(self) -> None:
+        assert self._monitor is not None
+        while True:
+            try:
+                event = parse_monitor_message(self._monitor.recv_multipart(zmq.NOBLOCK))
+            except zmq.Again:
+                return
+            except Exception:
+                return
+            if event["event"] & (zmq.EVENT_HANDSHAKE_FAILED_NO_DETAIL
+                                 | zmq.EVENT_HANDSHAKE_FAILED_PROTOCOL):
+                # not CURVE at all, or a wrong server key: ZAP never saw it
+                self._refused("", f"handshake failed (code {event['value']})")
+
+    def _refused(self, address: str, reason: str) -> None:
+        with self._lock:
+            self.stats.refused_count += 1
+            if len(self.stats.refused) < MAX_REFUSALS_KEPT:
+                self.stats.refused.append({"address": address, "reason": reason,
+                                           "at": time.time()})
 
     def _store(self, frames: list[bytes]) -> None:
+        self.last_message = time.monotonic()
+        if len(frames) == 2 and frames[0] == WIRE_CLIENT:
+            self._store_client(frames[1])
+            return
         if len(frames) != 3 or frames[0] != WIRE_MAGIC:
             self.stats.rejected += 1
             return
@@ -118,7 +230,8 @@ class Collector:
         except (ValueError, TypeError, msgpack.UnpackException):
             self.stats.rejected += 1
             return
-        if version != FORMAT_VERSION or not isinstance(key, str) or key.count(":") < 2:
+        if (version != FORMAT_VERSION or not isinstance(key, str) or key.count(":") < 2
+                or not isinstance(seq, int) or not key.split(":")[1].isdigit()):
             self.stats.rejected += 1
             return
         stream = self.streams.get(key)
@@ -137,10 +250,35 @@ class Collector:
         self.stats.batches += 1
         self.stats.bytes += len(frames[2])
 
+    def _store_client(self, payload: bytes) -> None:
+        """A ``distea run --connect`` summary, with the notes its processes left locally."""
+        try:
+            client = msgpack.unpackb(payload)
+        except (ValueError, TypeError, msgpack.UnpackException):
+            self.stats.rejected += 1
+            return
+        if not isinstance(client, dict):
+            self.stats.rejected += 1
+            return
+        host = str(client.get("host", "unknown")).replace("/", "_")
+        for folder in (UNTRACED_DIR, LOST_DIR):
+            notes = client.pop(folder, None)
+            if not isinstance(notes, dict):
+                continue
+            (self.run_dir / folder).mkdir(mode=0o700, exist_ok=True)
+            for name, note in notes.items():
+                safe = f"{host}_{os.path.basename(str(name))}"
+                (self.run_dir / folder / safe).write_text(json.dumps(note))
+        self.stats.clients.append(client)
+
     def open_processes(self) -> list[ProcessStream]:
         """Processes that have not sent their final batch yet."""
         with self._lock:
             return [s for s in self.streams.values() if not s.final]
+
+    def idle_for(self) -> float:
+        """Seconds since the last message of any kind arrived (or since the start)."""
+        return time.monotonic() - self.last_message
 
     def drain(self, timeout: float, quiet: float = 0.3) -> list[ProcessStream]:
         """Wait for open processes on this host to finish or die; return the still-open ones.
@@ -158,6 +296,20 @@ class Collector:
             time.sleep(0.05)
         return self.open_processes()
 
+    def summary(self, still_open: list[ProcessStream]) -> dict[str, Any]:
+        """The ``collector`` entry of run.json."""
+        return {
+            "batches": self.stats.batches,
+            "bytes": self.stats.bytes,
+            "rejected": self.stats.rejected,
+            "problems": self.stats.problems,
+            "still_open": [s.key for s in still_open],
+            "refused": self.stats.refused,
+            "refused_count": self.stats.refused_count,
+            "clients": self.stats.clients,
+            "hosts": sorted({s.host for s in self.streams.values()}),
+        }
+
     def close(self) -> None:
         self._stop.set()
         if self._thread.is_alive():
@@ -166,9 +318,19 @@ class Collector:
             for stream in self.streams.values():
                 stream.file.close()
                 if stream.lost_batches:
-                    self.stats.problems.append(
-                        f"process {stream.pid}: {stream.lost_batches} batches never arrived")
+                    self._problem(
+                        f"process {stream.pid} on {stream.host}: "
+                        f"{stream.lost_batches} batches never arrived")
+        self._shutdown()
+
+    def _shutdown(self) -> None:
+        if self._monitor is not None:
+            with contextlib.suppress(zmq.ZMQError):
+                self._socket.disable_monitor()
+            self._monitor.close(linger=0)
         self._socket.close(linger=0)
+        if self._auth is not None:
+            self._auth.stop()
         self._context.term()
 
 

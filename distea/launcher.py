@@ -3,33 +3,54 @@
 ``distea run`` is a thin CLI over :func:`trace_command`. The traced command
 gets the same arguments, working directory, stdin/stdout/stderr and exit
 status as without distea; only its environment gains the tracer's hook
-(``PYTHONPATH`` first entry and ``DISTEA_CONFIG``).
+(``PYTHONPATH`` first entry and ``DISTEA_CONFIG``). When the command dies of
+a signal, ``distea run`` dies of the same signal, so that whoever waits for
+it sees what it would have seen without distea.
+
+With ``connect`` (``distea run --connect tcp://HOST:PORT --key FILE``) no
+collector is started here: the processes write to a ``distea collect`` on
+another host, and the notes they leave locally (untraced children, lost
+records) are sent along at the end with a summary of this part of the run.
 """
 
 from __future__ import annotations
 
+import contextlib
+import json
 import os
 import shutil
 import signal
+import socket
 import subprocess
 import sys
+import tempfile
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
 from types import FrameType
+from typing import Any
+
+import msgpack
+import zmq
 
 from distea.collector import Collector
-from distea.tracer.config import CONFIG_ENV, PARENT_TOKEN_ENV, START_METHOD_ENV, TracerConfig
 from distea.traceformat import (
     DEFAULT_RUNS_DIR,
+    LOST_DIR,
+    UNTRACED_DIR,
+    WIRE_CLIENT,
     create_run_dir,
     new_run_id,
     write_run_meta,
 )
+from distea.tracer.config import CONFIG_ENV, PARENT_TOKEN_ENV, START_METHOD_ENV, TracerConfig
 
 BOOTSTRAP_DIR = Path(__file__).parent / "tracer" / "bootstrap"
 IPC_NAME = "collector.ipc"
+IPC_PATH_MAX = 100
+"""sun_path holds 108 bytes; longer run directories get their socket in a private temp dir."""
 FORWARDED_SIGNALS = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
+CLIENT_LINGER_MS = 5000
 
 
 class LaunchError(Exception):
@@ -48,19 +69,32 @@ class TraceOptions:
     flush_timeout: float = 10.0
     """Seconds to wait after the command for processes still flushing."""
     root: str = "."
+    connect: str | None = None
+    """A ``distea collect`` endpoint to write to instead of a local collector."""
+    key_file: Path | None = None
+    """The client credentials ``distea collect`` wrote (needed with ``connect``)."""
+    connect_timeout: float = 10.0
 
 
 @dataclass
 class RunOutcome:
-    run_dir: Path
+    run_dir: Path | None
+    """The run directory, or None when the run went to a remote collector."""
     exit_code: int
     duration_s: float
     still_open: list[str] = field(default_factory=list)
     """Process keys that never sent a final batch (killed, or outlived the wait)."""
+    signal: int | None = None
+    """The signal that killed the command, if one did."""
+    endpoint: str = ""
+    notes: list[str] = field(default_factory=list)
+    """One-line messages for the user (remote runs: delivery of the summary)."""
 
 
 def allocate_run_dir(output: Path | None) -> Path:
     if output is not None:
+        if output.exists() and not output.is_dir():
+            raise LaunchError(f"{output} exists and is not a directory", 2)
         if output.exists() and any(output.iterdir()):
             raise LaunchError(f"{output} exists and is not empty; choose a new directory", 2)
         if output.exists():
@@ -76,11 +110,26 @@ def allocate_run_dir(output: Path | None) -> Path:
     raise LaunchError("could not allocate a run directory", 2)
 
 
+def make_run_dir(output: Path | None) -> Path:
+    """:func:`allocate_run_dir` with every OS error turned into one clear line."""
+    try:
+        return allocate_run_dir(output)
+    except OSError as exc:
+        where = exc.filename or output or DEFAULT_RUNS_DIR
+        raise LaunchError(f"cannot create the run directory {where}: {exc.strerror}",
+                          2) from None
+
+
 def resolve_command(command: list[str]) -> list[str]:
     if not command:
         raise LaunchError("no command given: distea run -- python app.py", 2)
-    if os.sep not in command[0] and shutil.which(command[0]) is None:
-        raise LaunchError(f"command not found: {command[0]}", 127)
+    if os.sep not in command[0]:
+        if shutil.which(command[0]) is None:
+            raise LaunchError(f"command not found: {command[0]}", 127)
+    elif not os.path.exists(command[0]):
+        raise LaunchError(f"no such file: {command[0]}", 127)
+    elif os.path.isdir(command[0]) or not os.access(command[0], os.X_OK):
+        raise LaunchError(f"permission denied: {command[0]} is not executable", 126)
     return command
 
 
@@ -92,15 +141,25 @@ def tracer_environment(config: TracerConfig, base: dict[str, str]) -> dict[str, 
     return env
 
 
+def ipc_endpoint(run_dir: Path) -> tuple[str, Path | None]:
+    """The collector's ``ipc://`` endpoint; a private temp dir when the path is too long."""
+    path = run_dir.resolve() / IPC_NAME
+    if len(str(path)) <= IPC_PATH_MAX:
+        return f"ipc://{path}", None
+    private = Path(tempfile.mkdtemp(prefix="distea-"))  # mode 0700
+    return f"ipc://{private / IPC_NAME}", private
+
+
 def trace_command(command: list[str], output: Path | None, options: TraceOptions) -> RunOutcome:
     command = resolve_command(command)
+    if options.connect is not None or options.key_file is not None:
+        return _trace_remote(command, options)
+    run_dir = make_run_dir(output)
+    endpoint, private = ipc_endpoint(run_dir)
     try:
-        run_dir = allocate_run_dir(output)
-    except OSError as exc:
-        raise LaunchError(f"cannot create the run directory: {exc.strerror}: {exc.filename}",
-                          2) from None
-    endpoint = f"ipc://{run_dir.resolve() / IPC_NAME}"
-    collector = Collector(run_dir, endpoint).start()
+        collector = Collector(run_dir, endpoint).start()
+    except zmq.ZMQError as exc:
+        raise LaunchError(f"cannot start the collector at {endpoint}: {exc}", 2) from None
     config = TracerConfig(
         run_dir=str(run_dir.resolve()),
         endpoint=endpoint,
@@ -121,46 +180,210 @@ def trace_command(command: list[str], output: Path | None, options: TraceOptions
         "endpoint": endpoint,
         "started_at": started,
         "python": sys.version.split()[0],
+        "host": socket.gethostname(),
     }
     write_run_meta(run_dir, meta)
+    status: int | None = None
     try:
-        exit_code = _run_child(command, tracer_environment(config, dict(os.environ)))
+        status = _run_child(command, tracer_environment(config, dict(os.environ)))
     finally:
         still_open = collector.drain(options.flush_timeout)
         collector.close()
-        (run_dir / IPC_NAME).unlink(missing_ok=True)
+        Path(endpoint[len("ipc://"):]).unlink(missing_ok=True)
+        if private is not None:
+            shutil.rmtree(private, ignore_errors=True)
         finished = time.time()
-        meta.update(
-            finished_at=finished,
-            collector={
-                "batches": collector.stats.batches,
-                "bytes": collector.stats.bytes,
-                "rejected": collector.stats.rejected,
-                "problems": collector.stats.problems,
-                "still_open": [s.key for s in still_open],
-            },
+        meta.update(finished_at=finished, collector=collector.summary(still_open))
+        if status is not None:
+            meta["exit_code"] = exit_code_of(status)
+            if status < 0:
+                meta["signal"] = -status
+        write_run_meta(run_dir, meta)
+    return RunOutcome(run_dir, exit_code_of(status), finished - started,
+                      [s.key for s in still_open], -status if status < 0 else None, endpoint)
+
+
+def exit_code_of(status: int) -> int:
+    """A ``Popen.returncode`` as a shell would report it (128 + N for signal N)."""
+    return status if status >= 0 else 128 - status
+
+
+# -- remote runs (distea run --connect) -------------------------------------------
+
+
+def read_key_file(path: Path) -> dict[str, str]:
+    """The client credentials that ``distea collect`` wrote; one clear line on any problem."""
+    try:
+        data = json.loads(path.read_text())
+    except FileNotFoundError:
+        raise LaunchError(f"no key file at {path} (distea collect writes it)", 2) from None
+    except PermissionError:
+        raise LaunchError(f"cannot read the key file {path}: permission denied", 2) from None
+    except (OSError, ValueError):
+        raise LaunchError(f"{path} is not a distea key file", 2) from None
+    needed = ("server_public", "client_public", "client_secret")
+    if not isinstance(data, dict) or not all(isinstance(data.get(k), str) for k in needed):
+        raise LaunchError(f"{path} is not a distea key file", 2)
+    return data
+
+
+def probe(endpoint: str, keys: dict[str, str], timeout: float) -> str | None:
+    """Try the CURVE handshake with the collector; None when it succeeds, else why not."""
+    context: zmq.Context[Any] = zmq.Context()
+    sock = context.socket(zmq.PUSH)
+    monitor = sock.get_monitor_socket(zmq.EVENT_HANDSHAKE_SUCCEEDED
+                                      | zmq.EVENT_HANDSHAKE_FAILED_AUTH
+                                      | zmq.EVENT_HANDSHAKE_FAILED_PROTOCOL
+                                      | zmq.EVENT_HANDSHAKE_FAILED_NO_DETAIL)
+    try:
+        sock.curve_serverkey = keys["server_public"].encode()
+        sock.curve_publickey = keys["client_public"].encode()
+        sock.curve_secretkey = keys["client_secret"].encode()
+        sock.connect(endpoint)
+        deadline = time.monotonic() + timeout
+        while (left := deadline - time.monotonic()) > 0:
+            if not monitor.poll(int(left * 1000) + 1):
+                break
+            from zmq.utils.monitor import parse_monitor_message
+
+            event = parse_monitor_message(monitor.recv_multipart())["event"]
+            if event == zmq.EVENT_HANDSHAKE_SUCCEEDED:
+                return None
+            if event == zmq.EVENT_HANDSHAKE_FAILED_AUTH:
+                return f"the collector at {endpoint} refused this key (is it from this run?)"
+            return f"the handshake with {endpoint} failed (wrong key file?)"
+        return f"no collector answered at {endpoint} within {timeout:g}s"
+    except zmq.ZMQError as exc:
+        return f"cannot connect to {endpoint}: {exc}"
+    finally:
+        sock.disable_monitor()
+        monitor.close(linger=0)
+        sock.close(linger=0)
+        context.term()
+
+
+def _trace_remote(command: list[str], options: TraceOptions) -> RunOutcome:
+    if options.key_file is None:
+        raise LaunchError("--connect needs --key FILE (written by distea collect)", 2)
+    keys = read_key_file(options.key_file)
+    endpoint = options.connect or keys.get("endpoint") or ""
+    if not endpoint.startswith("tcp://"):
+        raise LaunchError(f"not a tcp:// endpoint: {endpoint or '(none)'}", 2)
+    env = dict(os.environ)
+    notes: list[str] = []
+    side: Path | None = None
+    problem = probe(endpoint, keys, options.connect_timeout)
+    if problem is not None:
+        notes.append(f"{problem}; the command ran untraced")
+    else:
+        side = Path(tempfile.mkdtemp(prefix="distea-client-"))
+        config = TracerConfig(
+            run_dir=str(side), endpoint=endpoint, mode=options.mode,
+            root=str(Path(options.root).resolve()), include=options.include,
+            exclude=options.exclude, flush_timeout_ms=2000,
+            curve_server_key=keys["server_public"], curve_public_key=keys["client_public"],
+            curve_secret_key=keys["client_secret"],
         )
-    meta["exit_code"] = exit_code
-    write_run_meta(run_dir, meta)
-    return RunOutcome(run_dir, exit_code, finished - started, [s.key for s in still_open])
+        env = tracer_environment(config, env)
+    started = time.time()
+    status = _run_child(command, env)
+    finished = time.time()
+    if side is not None:
+        summary = {
+            "host": socket.gethostname(), "command": command, "cwd": os.getcwd(),
+            "exit_code": exit_code_of(status), "started_at": started, "finished_at": finished,
+            UNTRACED_DIR: _read_notes(side / UNTRACED_DIR),
+            LOST_DIR: _read_notes(side / LOST_DIR),
+        }
+        if _send_summary(endpoint, keys, summary):
+            shutil.rmtree(side, ignore_errors=True)
+        else:
+            notes.append(f"the collector at {endpoint} did not take this host's summary; "
+                         f"notes kept in {side}")
+    return RunOutcome(None, exit_code_of(status), finished - started,
+                      signal=-status if status < 0 else None, endpoint=endpoint, notes=notes)
+
+
+def _read_notes(folder: Path) -> dict[str, Any]:
+    notes: dict[str, Any] = {}
+    for path in sorted(folder.glob("*.json")) if folder.is_dir() else []:
+        try:
+            notes[path.name] = json.loads(path.read_text())
+        except (OSError, ValueError):
+            notes[path.name] = {"unreadable": path.name}
+    return notes
+
+
+def _send_summary(endpoint: str, keys: dict[str, str], summary: dict[str, Any]) -> bool:
+    """Push this host's summary; True when it left before the linger ran out."""
+    context: zmq.Context[Any] = zmq.Context()
+    sock = context.socket(zmq.PUSH)
+    sock.curve_serverkey = keys["server_public"].encode()
+    sock.curve_publickey = keys["client_public"].encode()
+    sock.curve_secretkey = keys["client_secret"].encode()
+    sock.connect(endpoint)
+    sock.send_multipart([WIRE_CLIENT, msgpack.packb(summary)])
+    started = time.monotonic()
+    sock.close(linger=CLIENT_LINGER_MS)
+    context.term()
+    return (time.monotonic() - started) * 1000 < CLIENT_LINGER_MS * 0.95
+
+
+# -- the child ---------------------------------------------------------------------
 
 
 def _run_child(command: list[str], env: dict[str, str]) -> int:
-    """Start the command, pass our signals on to it, return its exit status."""
+    """Start the command, pass our signals on to it, return its ``Popen.returncode``.
+
+    SIGINT typed at a terminal reaches the whole foreground process group,
+    the command included: passing it on as well would deliver it twice, so
+    it is passed on only when it did not come from our terminal.
+    """
     try:
         child = subprocess.Popen(command, env=env)
     except FileNotFoundError:
         raise LaunchError(f"command not found: {command[0]}", 127) from None
     except PermissionError:
         raise LaunchError(f"permission denied: {command[0]}", 126) from None
+    except OSError as exc:
+        raise LaunchError(f"cannot run {command[0]}: {exc.strerror}", 126) from None
 
     def forward(signum: int, frame: FrameType | None) -> None:
-        child.send_signal(signum)
+        if signum == signal.SIGINT and _in_terminal_foreground():
+            return
+        with contextlib.suppress(ProcessLookupError):
+            child.send_signal(signum)
 
     previous = {s: signal.signal(s, forward) for s in FORWARDED_SIGNALS}
     try:
-        returncode = child.wait()
+        while True:
+            try:
+                return child.wait()
+            except KeyboardInterrupt:  # only if a handler was replaced under us
+                continue
     finally:
         for signum, handler in previous.items():
             signal.signal(signum, handler)
-    return returncode if returncode >= 0 else 128 - returncode
+
+
+def _in_terminal_foreground() -> bool:
+    for fd in (0, 1, 2):
+        try:
+            return os.tcgetpgrp(fd) == os.getpgrp()
+        except OSError:
+            continue
+    return False
+
+
+def die_like(signum: int) -> None:
+    """End this process by ``signum``, as the traced command ended (no core file)."""
+    import resource
+
+    with contextlib.suppress(ValueError, OSError):
+        resource.setrlimit(resource.RLIMIT_CORE, (0, 0))
+    sys.stdout.flush()
+    sys.stderr.flush()
+    signal.signal(signum, signal.SIG_DFL)
+    signal.pthread_sigmask(signal.SIG_UNBLOCK, [signum])
+    os.kill(os.getpid(), signum)
+    time.sleep(1)  # a signal that does not kill (SIGCHLD-like) falls through

@@ -82,6 +82,8 @@ LOST_DIR = "lost"
 DEFAULT_RUNS_DIR = Path(".distea") / "runs"
 WIRE_MAGIC = b"distea-batch"
 """First frame of every tracer → collector message."""
+WIRE_CLIENT = b"distea-client"
+"""First frame of a ``distea run --connect`` summary: ``[WIRE_CLIENT, msgpack(map)]``."""
 
 
 class Tag(IntEnum):
@@ -333,7 +335,8 @@ def _collector_problems(meta: dict[str, Any], data: RunData) -> None:
         data.problems.append(f"the collector rejected {rejected} malformed or foreign messages")
     refused = collector.get("refused") or []
     if isinstance(refused, list) and refused:
-        where = sorted({str(r.get("address") or "?") for r in refused if isinstance(r, dict)})
+        where = sorted({str(r.get("address") or "unknown address") for r in refused
+                        if isinstance(r, dict)})
         data.problems.append(
             f"the collector refused {len(refused)} connection attempts without the run's key "
             f"(from {', '.join(where)[:120]})")

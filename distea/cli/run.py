@@ -9,7 +9,7 @@ import click
 from rich.console import Console
 from rich.tree import Tree
 
-from distea.launcher import LaunchError, RunOutcome, TraceOptions, trace_command
+from distea.launcher import LaunchError, RunOutcome, TraceOptions, die_like, trace_command
 from distea.model import ProcessInfo, RunData
 from distea.traceformat import TraceFormatError, load_run
 
@@ -26,30 +26,55 @@ from distea.traceformat import TraceFormatError, load_run
               help="Do not trace modules or files matching GLOB (repeatable).")
 @click.option("--flush-timeout", type=float, default=10.0, show_default=True,
               help="Seconds to wait after the command for processes still flushing.")
+@click.option("--connect", metavar="tcp://HOST:PORT",
+              help="Write to a `distea collect` on another host instead of a local run.")
+@click.option("--key", "key_file", type=click.Path(path_type=Path), metavar="FILE",
+              help="Client key file written by `distea collect` (with --connect).")
+@click.option("--connect-timeout", type=float, default=10.0, show_default=True,
+              help="Seconds to wait for the collector's handshake (with --connect).")
 @click.option("-q", "--quiet", is_flag=True, help="Print no summary.")
 @click.argument("command", nargs=-1, required=True, type=click.UNPROCESSED)
 def run(output: Path | None, mode: str, include: tuple[str, ...], exclude: tuple[str, ...],
-        flush_timeout: float, quiet: bool, command: tuple[str, ...]) -> None:
+        flush_timeout: float, connect: str | None, key_file: Path | None,
+        connect_timeout: float, quiet: bool, command: tuple[str, ...]) -> None:
     """Run COMMAND with every Python process it starts traced.
 
     \b
     Example:
       distea run -- python app.py --port 0
+      distea run --connect tcp://node0:5555 --key run.key -- python worker.py
     The command's output and exit status are its own; the summary goes to stderr.
     """
+    if (connect or key_file) and output is not None:
+        click.echo("distea: -o does not go with --connect (the collector writes the run)",
+                   err=True)
+        sys.exit(2)
     options = TraceOptions(mode=mode, include=include, exclude=exclude,
-                           flush_timeout=flush_timeout)
+                           flush_timeout=flush_timeout, connect=connect, key_file=key_file,
+                           connect_timeout=connect_timeout)
     try:
         outcome = trace_command(list(command), output, options)
     except LaunchError as exc:
         click.echo(f"distea: {exc}", err=True)
         sys.exit(exc.exit_code)
+    console = Console(stderr=True)
+    for note in outcome.notes:
+        console.print(f"[yellow]distea:[/] {note}", soft_wrap=True)
     if not quiet:
-        print_summary(outcome, Console(stderr=True))
+        try:
+            print_summary(outcome, console)
+        except Exception as exc:  # a summary must never cost the command's exit status
+            console.print(f"distea: no summary ({type(exc).__name__}: {exc})", soft_wrap=True)
+    if outcome.signal is not None:
+        die_like(outcome.signal)
     sys.exit(outcome.exit_code)
 
 
 def print_summary(outcome: RunOutcome, console: Console) -> None:
+    if outcome.run_dir is None:
+        console.print(f"\n[bold]distea[/] sent this host's processes to the collector at "
+                      f"{outcome.endpoint} ({outcome.duration_s:.1f}s)", soft_wrap=True)
+        return
     try:
         data = load_run(outcome.run_dir)
     except TraceFormatError as exc:
@@ -67,7 +92,7 @@ def print_summary(outcome: RunOutcome, console: Console) -> None:
         console.print(f"[yellow]untraced child[/] pid {child.pid}: {' '.join(child.argv)[:60]}"
                       f" — {child.reason}")
     for problem in data.problems:
-        console.print(f"[yellow]lost:[/] {problem}")
+        console.print(f"[yellow]lost:[/] {problem}", soft_wrap=True)
     for key in outcome.still_open:
         console.print(f"[yellow]still running or unflushed at the end:[/] {key}")
     example = _example_query(data)
