@@ -51,8 +51,7 @@ class ImpactResult:
     mcov_size: int
     distia_size: int
     distia_starts: dict[str, int] = field(default_factory=dict)
-    not_run: list[str] = field(default_factory=list)
-    """Query methods that are known but never executed in this run."""
+    """Process key → where the DistIA baseline starts impact."""
 
     @property
     def size(self) -> int:
@@ -209,7 +208,7 @@ class Analysis:
                 out[self.keys[p]] = names
         return out
 
-    def impact(self, queries: list[str], methods: list[str], not_run: list[str]) -> ImpactResult:
+    def impact(self, queries: list[str], methods: list[str]) -> ImpactResult:
         firsts = self.query_firsts(methods)
         starts = self.starts(firsts)
         impacted = self.impacted_from(starts)
@@ -225,7 +224,6 @@ class Analysis:
             mcov_size=self.mcov_size,
             distia_size=distia_size,
             distia_starts={self.keys[p]: s for p, s in dstarts.items()},
-            not_run=not_run,
         )
 
     # -- DistIA baseline -------------------------------------------------------

@@ -156,7 +156,7 @@ class Run:
     ) -> ImpactResult:
         """Forward impact of changing the queried methods (DESIGN.md §5)."""
         qs, names = self._resolve(queries, diff, repo)
-        return self.analysis.impact(qs, names, [])
+        return self.analysis.impact(qs, names)
 
     def deps(
         self,

@@ -149,3 +149,36 @@ def test_real_console_script(run_dir: Path) -> None:
     proc = subprocess.run([str(script), "impact", "nope.nothing", "--run", str(run_dir)],
                           capture_output=True, text=True, timeout=60)
     assert proc.returncode != 0 and "Traceback" not in proc.stderr
+
+
+def test_truncated_log_is_reported(tb: TraceBuilder) -> None:
+    a = tb.process("A")
+    a.run("app.x", 1, 2)
+    a.run("app.y", 3, 4)
+    a.truncate_bytes = 3
+    run_dir = tb.write()
+    data = json.loads(invoke("show", "--run", str(run_dir), "--json").stdout)
+    assert any("truncated" in p or "torn" in p or "corrupt" in p for p in data["problems"])
+
+
+def test_impact_diff_from_the_command_line(tb: TraceBuilder, tmp_path: Path) -> None:
+    repo = tmp_path / "proj"
+    repo.mkdir()
+    src = repo / "app.py"
+    src.write_text("def f():\n    return 1\n\n\ndef g():\n    return 2\n")
+    env = {"GIT_AUTHOR_NAME": "t", "GIT_AUTHOR_EMAIL": "t@t", "GIT_COMMITTER_NAME": "t",
+           "GIT_COMMITTER_EMAIL": "t@t", "PATH": "/usr/bin:/bin:/usr/local/bin",
+           "HOME": str(repo)}
+    for args in (["init", "-q"], ["add", "."], ["commit", "-qm", "base"]):
+        subprocess.run(["git", *args], cwd=repo, check=True, capture_output=True, env=env)
+    src.write_text("def f():\n    return 1\n\n\ndef g():\n    return 3\n")
+    p = tb.process("A")
+    p.method("app.f", str(src), 1, 2)
+    p.method("app.g", str(src), 5, 6)
+    p.run("app.f", 1, 1)
+    p.run("app.g", 2, 2)
+    result = invoke("impact", "--diff", "HEAD", "--repo", str(repo), "--run", str(tb.write()),
+                    "--json")
+    assert result.exit_code == 0, result.output
+    data = json.loads(result.stdout)
+    assert data["methods"] == ["app.g"] and data["queries"] == ["--diff HEAD"]

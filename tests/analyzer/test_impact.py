@@ -272,3 +272,55 @@ def test_two_uncertain_candidates_closing_a_cycle_stay_safe(tb: TraceBuilder) ->
     assert len(run.order.extra) == 1
     deps = run.deps("app.m1")
     assert ("h:2:0", "app.m3") in set(deps.pairs())
+
+
+def test_single_process_without_messages(tb: TraceBuilder) -> None:
+    a = tb.process("A")
+    a.run("app.early", 1, 2)
+    a.run("app.q", 3, 4)
+    a.run("app.late", 5, 5)
+    a.run("app.spanning", 2, 6)
+    run = load(tb)
+    assert impacted(run, "app.q") == {("A", "app.q"), ("A", "app.late"), ("A", "app.spanning")}
+    res = run.deps("app.q")
+    assert {m for _, m in res.pairs()} == {"app.early", "app.q", "app.spanning"}
+
+
+def test_torch_point_to_point_is_fifo(tb: TraceBuilder) -> None:
+    r0, r1 = tb.process("r0"), tb.process("r1")
+    r0.send(1, "torch", "p2p:0>1:0")
+    r0.run("app.q", 2, 2)
+    r0.send(3, "torch", "p2p:0>1:0")
+    r1.recv(2, "torch", "p2p:0>1:0")
+    r1.run("app.a", 3, 3)
+    r1.recv(4, "torch", "p2p:0>1:0")
+    r1.run("app.b", 5, 5)
+    run = load(tb)
+    assert impacted(run, "app.q") == {("r0", "app.q"), ("r1", "app.b")}
+
+
+def test_socketpair_stream_through_linked_ends(tb: TraceBuilder) -> None:
+    a, b = tb.process("A"), tb.process("B")
+    a.link("unix", "sp:1", "sp:2")
+    a.run("app.q", 1, 1)
+    a.send(2, "unix", "sp:1", 0, 8)
+    b.recv(3, "unix", "sp:2", 0, 8)
+    b.run("app.b", 4, 4)
+    run = load(tb)
+    assert impacted(run, "app.q") == {("A", "app.q"), ("B", "app.b")}
+
+
+def test_explain_with_process_and_line_target(tb: TraceBuilder) -> None:
+    a, b, c = tb.process("A"), tb.process("B"), tb.process("C")
+    a.run("app.q", 1, 1)
+    a.send(2, "mp", "a>b")
+    b.recv(3, "mp", "a>b")
+    b.method("app.t", "app/t.py", 10, 20)
+    b.run("app.t", 4, 4)
+    c.method("app.t", "app/t.py", 10, 20)
+    c.run("app.t", 1, 1)  # C runs the target but is never reached
+    run = load(tb)
+    exp = run.explain("app.q", "app/t.py:15")
+    assert exp.impacted and exp.process == "h:2:0"
+    exp = run.explain("app.q", "app.t", process="C")
+    assert not exp.impacted and "never arrives" in exp.reason
