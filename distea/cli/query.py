@@ -68,7 +68,8 @@ def _load(run_dir: Path | None) -> Run:
 
 
 def _console() -> Console:
-    return Console(highlight=False, soft_wrap=False)
+    # markup off: names, channels and reasons are printed as they are, never parsed
+    return Console(highlight=False, soft_wrap=False, markup=False)
 
 
 def _emit_json(obj: dict[str, Any]) -> None:
@@ -106,16 +107,16 @@ def _print_problems(console: Console, run: Run, limit: int | None = 3) -> None:
     if not problems:
         return
     shown = problems if limit is None else problems[:limit]
-    console.print(f"[yellow]{len(problems)} problem(s) in this run (nothing is dropped "
-                  "silently):[/]")
+    console.print(f"{len(problems)} problem(s) in this run (nothing is dropped silently):",
+                  style="yellow")
     for note in shown:
-        console.print(f"  [yellow]•[/] {note}")
+        console.print(f"  • {note}", style="yellow")
     if len(shown) < len(problems):
         console.print(f"  … {len(problems) - len(shown)} more: distea show")
 
 
 def _hint(console: Console, text: str) -> None:
-    console.print(f"[dim]next: {text}[/]")
+    console.print(f"next: {text}", style="dim")
 
 
 def _ordered_keys(run: Run, keys: Any) -> list[str]:
@@ -137,8 +138,8 @@ def _method_tables(
     for key in _ordered_keys(run, groups):
         names = groups[key]
         ex = run.executions.get(key, {})
-        console.print(f"[bold]{run.label(key)}[/] — {len(names)} method(s), {clock_label} "
-                      f"{clocks.get(key, '-')}")
+        console.print(f"{run.label(key)} — {len(names)} method(s), {clock_label} "
+                      f"{clocks.get(key, '-')}", style="bold")
         table = Table(expand=False)
         table.add_column("method")
         table.add_column("first", justify="right")
@@ -203,8 +204,8 @@ def impact(queries: tuple[str, ...], diff_rev: str | None, repo: Path | None,
                       f"{diff_rev}?)" if diff_rev else "no executed method matches the query")
         return
     shown = ", ".join(res.methods[:5]) + (" …" if len(res.methods) > 5 else "")
-    console.print(f"[bold]impact of {shown}[/] ({len(res.methods)} method(s)): "
-                  f"[bold]{res.size}[/] (process, method) pairs, {len(res.method_names)} "
+    console.print(f"impact of {shown} ({len(res.methods)} method(s)): "
+                  f"{res.size} (process, method) pairs, {len(res.method_names)} "
                   f"distinct methods in {len(res.impacted)} process(es)")
     console.print(f"baselines: MCov {res.mcov_size}, DistIA {res.distia_size} "
                   f"(distea {res.size})")
@@ -258,7 +259,7 @@ def deps(targets: tuple[str, ...], diff_rev: str | None, repo: Path | None,
         return
     console = _console()
     shown = ", ".join(res.methods[:5]) + (" …" if len(res.methods) > 5 else "")
-    console.print(f"[bold]dependencies of {shown}[/]: [bold]{res.size}[/] (process, method) "
+    console.print(f"dependencies of {shown}: {res.size} (process, method) "
                   f"pairs, {len(res.method_names)} distinct methods in {len(res.deps)} "
                   f"process(es); MCov {res.mcov_size}")
     _method_tables(console, run, res.deps, res.ends, "up to clock", None if show_all else 25)
@@ -310,16 +311,22 @@ def explain(query: str, target: str, process: str | None, run_dir: Path | None,
     for key in run.processes:
         exp.reason = exp.reason.replace(key, run.label(key))
     if not exp.impacted:
-        console.print(f"[bold]{exp.target}[/] is [bold]not[/] impacted by {query}: {exp.reason}")
+        console.print(f"{exp.target} is not impacted by {query}: {exp.reason}")
         return
-    console.print(f"[bold]{exp.target}[/] is impacted by {query}: {exp.reason}")
-    table = Table(expand=False)
-    for col in ("#", "process", "clock", "step", "method", "detail"):
-        table.add_column(col, justify="right" if col in ("#", "clock") else "left")
+    console.print(f"{exp.target} is impacted by {query}: {exp.reason}")
+    words = {"start": "starts", "send": "sends", "recv": "receives", "runs": "runs"}
+    previous = None
     for k, s in enumerate(exp.steps, 1):
-        table.add_row(str(k), run.label(s.process), str(s.clock), s.action, s.method or "",
-                      s.detail)
-    console.print(table)
+        if s.process != previous:
+            console.print(run.label(s.process), style="bold")
+            previous = s.process
+        if s.action in ("send", "recv"):
+            inside = f" (in {s.method})" if s.method else ""
+            console.print(f"  {k}. clock {s.clock}: {words[s.action]} on {s.detail}{inside}",
+                          soft_wrap=True)
+        else:
+            console.print(f"  {k}. clock {s.clock}: {s.method} {words[s.action]}",
+                          soft_wrap=True)
     _hint(console, f"distea impact {query}   (everything it reaches)")
 
 
@@ -355,17 +362,17 @@ def methods(pattern: str | None, run_dir: Path | None, as_json: bool) -> None:
         })
         return
     console = _console()
-    table = Table(title=f"{len(names)} executed method(s)", title_justify="left")
-    table.add_column("method")
-    table.add_column("file:lines")
-    table.add_column("processes")
+    console.print(f"{len(names)} executed method(s)")
+    table = Table(expand=True)
+    table.add_column("method", overflow="fold", ratio=5)
+    table.add_column("file:lines", overflow="fold", ratio=3)
+    table.add_column("pids", overflow="fold", ratio=2)
     for n in names:
         m = run.methods.get(n)
-        loc = f"{m.file}:{m.firstline}-{m.lastline}" if m else ""
-        procs = ", ".join(run.label(k) for k in where[n][:3])
-        if len(where[n]) > 3:
-            procs += f" +{len(where[n]) - 3}"
-        table.add_row(n, loc, procs)
+        loc = f"{Path(m.file).name}:{m.firstline}-{m.lastline}" if m else ""
+        pids = [str(run.processes[k].pid) if k in run.processes else k for k in where[n]]
+        table.add_row(n, loc, ", ".join(pids[:4]) + (f" +{len(pids) - 4}" if len(pids) > 4
+                                                      else ""))
     console.print(table)
     if names:
         _hint(console, f"distea impact {names[0]}")
@@ -412,13 +419,13 @@ def show(run_dir: Path | None, as_json: bool) -> None:
         return
     console = _console()
     data = show_json(run)
-    console.print(f"[bold]run[/] {run.path}")
+    console.print(f"run {run.path}")
     table = Table(title=f"{len(data['processes'])} process(es)", title_justify="left")
     for col in ("pid", "ppid", "role", "host", "start", "methods", "messages", "ended"):
         table.add_column(col, justify="right" if col in ("pid", "ppid", "methods",
                                                          "messages") else "left")
     for p in data["processes"]:
-        ended = p["end_reason"] or "[red]no final flush[/]"
+        ended = p["end_reason"] or "no final flush (killed?)"
         table.add_row(str(p["pid"]), str(p["ppid"]), p["role"], p["host"], p["start_method"],
                       str(p["methods"]), str(p["messages"]), ended)
     console.print(table)
