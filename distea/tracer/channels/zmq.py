@@ -96,7 +96,7 @@ def frame_fingerprint(frame: Any) -> int:
 class _SocketState:
     """What one libzmq socket has bound and connected, and its message counts."""
 
-    __slots__ = ("bound", "connected", "fanout", "received", "sent")
+    __slots__ = ("bound", "channels", "connected", "fanout", "received", "sent")
 
     def __init__(self, socket_type: int) -> None:
         self.bound: list[str] = []
@@ -104,14 +104,16 @@ class _SocketState:
         self.fanout = socket_type in FANOUT_TYPES
         self.sent = 0
         self.received = 0
+        self.channels: tuple[str, str] | None = None
+        """(send channel, receive channel); None before any bind/connect."""
 
-    def channels(self) -> tuple[str, str] | None:
-        """(send channel, receive channel), or None before any bind/connect."""
+    def add(self, endpoint: str, binding: bool) -> None:
+        (self.bound if binding else self.connected).append(endpoint)
         if self.bound:
-            return f"{self.bound[0]} bind>connect", f"{self.bound[0]} connect>bind"
-        if self.connected:
-            return f"{self.connected[0]} connect>bind", f"{self.connected[0]} bind>connect"
-        return None
+            self.channels = (f"{self.bound[0]} bind>connect", f"{self.bound[0]} connect>bind")
+        else:
+            self.channels = (f"{self.connected[0]} connect>bind",
+                             f"{self.connected[0]} bind>connect")
 
 
 class ZmqChannel:
@@ -171,8 +173,7 @@ class ZmqChannel:
                     if state is None:
                         state = channel.states[sock.underlying] = _SocketState(
                             sock.get(zmq.TYPE))
-                    (state.bound if binding else state.connected).append(
-                        normalise_endpoint(text))
+                    state.add(normalise_endpoint(text), binding)
             except Exception:
                 channel._error()
             return result
@@ -284,7 +285,7 @@ class ZmqChannel:
                 reserved: tuple[int, int] | None) -> None:
         """Record a message: a send when ``reserved`` (its clock) is given, else a receive."""
         session = self.session
-        channels = state.channels()
+        channels = state.channels
         if session is None or channels is None:
             return
         meta: dict[str, Any] = {"fp": frame_fingerprint(last_frame)}
