@@ -32,6 +32,8 @@ from distea.traceformat import FORMAT_VERSION, WIRE_MAGIC
 
 BATCH_SIZE = 2048
 FLUSH_INTERVAL_S = 0.1
+IDLE_FLUSH_INTERVAL_S = 0.01
+"""Before the program may block (a receive), flush records this much older than the last flush."""
 HIGH_WATER_MARK = 128
 FORK_LINGER_MS = 500
 STALLED_LINGER_MS = 200
@@ -89,9 +91,14 @@ class Emitter:
         if len(self.pending) >= BATCH_SIZE:
             self.flush()
 
-    def maybe_flush(self) -> None:
-        """Flush if the oldest pending record has waited long enough."""
-        if self.pending and time.monotonic() - self._last_flush > FLUSH_INTERVAL_S:
+    @property
+    def last_flush(self) -> float:
+        """``time.monotonic()`` of the latest flush attempt."""
+        return self._last_flush
+
+    def maybe_flush(self, interval: float = FLUSH_INTERVAL_S) -> None:
+        """Flush if records are pending and the last flush is ``interval`` seconds old."""
+        if self.pending and time.monotonic() - self._last_flush > interval:
             self.flush()
 
     def flush(self, final: bool = False, wait: bool = False) -> None:

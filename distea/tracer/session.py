@@ -22,7 +22,7 @@ from typing import Any, Protocol
 from distea.traceformat import FORMAT_VERSION, LOST_DIR, Tag, process_file_name
 from distea.tracer.clock import LogicalClock
 from distea.tracer.config import PARENT_TOKEN_ENV, START_METHOD_ENV, TracerConfig
-from distea.tracer.emitter import Emitter
+from distea.tracer.emitter import IDLE_FLUSH_INTERVAL_S, Emitter
 from distea.tracer.monitor import Monitor
 from distea.tracer.scope import Scope
 
@@ -269,12 +269,21 @@ class TracerSession:
         self.monitor.new_epoch()
         self.maybe_flush()
 
+    def before_blocking(self) -> None:
+        """Channels call this just before a receive that may block: a process killed
+        while it waits then loses at most the last few milliseconds before it."""
+        emitter = self.emitter
+        if self.finished or time.monotonic() - emitter.last_flush < IDLE_FLUSH_INTERVAL_S:
+            return
+        for record in self.monitor.drain_lasts():
+            emitter.add(record)
+        if emitter.pending:
+            emitter.flush()
+
     def maybe_flush(self) -> None:
         """Flush what has waited long enough; now and then send last clocks and stats too.
 
-        Called at every message event, and by channels just before the
-        program blocks in a receive, so that a process killed while it
-        waits loses nothing it did before.
+        Called at every message event.
         """
         if time.monotonic() >= self._next_periodic:
             self._next_periodic = time.monotonic() + PERIODIC_S

@@ -154,7 +154,7 @@ class SocketChannel:
             if getattr(local, "in_socket_call", False):
                 return original(sock, *args, **kwargs)
             try:
-                session.maybe_flush()  # the program may block here: let our records leave
+                session.before_blocking()  # the program may block here: records leave
             except Exception:
                 session.errors += 1
             local.in_socket_call = True
