@@ -112,8 +112,8 @@
     visibleEdges.forEach(function (e) { tset[e.src_t] = 1; tset[e.dst_t] = 1; });
     lanes.forEach(function (l) { if (l.start_t !== null) tset[l.start_t] = 1; });
     var times = Object.keys(tset).map(Number).sort(function (a, b) { return a - b; });
-    var avail = Math.max(400, wrap.clientWidth - 250 - 2 * PAD_X - 160);
-    var step = Math.max(3, Math.min(26, avail / Math.max(1, times.length))) * state.zoom;
+    var avail = Math.max(400, wrap.clientWidth - 250 - 2 * PAD_X - 110);
+    var step = Math.max(3, Math.min(48, avail / Math.max(1, times.length))) * state.zoom;
     var index = {};
     times.forEach(function (t, i) { index[t] = i; });
     function xOf(t) {
@@ -240,7 +240,8 @@
     });
     var defs = el("defs", {}, svg);
     [["arrow", "var(--edge-other)"], ["arrow-hot", "var(--edge)"]].forEach(function (a) {
-      var mk = el("marker", { id: a[0], viewBox: "0 0 8 8", refX: 7, refY: 4, markerWidth: 7, markerHeight: 7, orient: "auto-start-reverse" }, defs);
+      var mk = el("marker", { id: a[0], viewBox: "0 0 8 8", refX: 7, refY: 4, markerWidth: 8, markerHeight: 8,
+                              markerUnits: "userSpaceOnUse", orient: "auto-start-reverse" }, defs);
       el("path", { d: "M0,0 L8,4 L0,8 z", style: "fill:" + a[1] }, mk);
     });
 
@@ -356,13 +357,36 @@
   }
 
   function bind(id, fn) { document.getElementById(id).addEventListener("change", fn); }
+  /* State from the address: #filter=TEXT&hide=1&module=1&all=1&expand=1&select=METHOD[@PID]
+     (links to a view; the tests drive the page this way too). */
+  function hashParams() {
+    var out = {};
+    location.hash.replace(/^#/, "").split("&").forEach(function (kv) {
+      if (!kv) return;
+      var i = kv.indexOf("=");
+      out[decodeURIComponent(i < 0 ? kv : kv.slice(0, i))] = i < 0 ? "1" : decodeURIComponent(kv.slice(i + 1));
+    });
+    return out;
+  }
+
+  function itemOf(n) {
+    return layout.perLane[n.lane].filter(function (i) { return i.members.indexOf(n) >= 0; })[0];
+  }
+
   function init() {
+    var params = hashParams();
+    var search = document.getElementById("search");
+    if (params.filter) { search.value = params.filter; state.filter = params.filter.trim().toLowerCase(); }
+    if ("hide" in params) state.hideOther = params.hide === "1";
+    if ("module" in params) state.byModule = params.module === "1";
+    if ("all" in params) state.allMessages = params.all === "1";
+    if (params.expand === "1") state.collapsed = {};
     var hide = document.getElementById("hide-other"), mod = document.getElementById("by-module");
     hide.checked = state.hideOther; mod.checked = state.byModule;
+    document.getElementById("all-messages").checked = state.allMessages;
     bind("hide-other", function (e) { state.hideOther = e.target.checked; redraw(); });
     bind("by-module", function (e) { state.byModule = e.target.checked; state.selected = null; redraw(); });
     bind("all-messages", function (e) { state.allMessages = e.target.checked; redraw(); });
-    var search = document.getElementById("search");
     search.addEventListener("input", function () { state.filter = search.value.trim().toLowerCase(); redraw(); });
     search.addEventListener("keydown", function (e) { if (e.key === "Enter") scrollToFirstMatch(); });
     document.getElementById("collapse-all").addEventListener("click", function () {
@@ -376,13 +400,35 @@
     var resizeTimer = null;
     window.addEventListener("resize", function () { clearTimeout(resizeTimer); resizeTimer = setTimeout(redraw, 150); });
     draw();
-    // a first explanation to look at: the first impacted method reached through a message
-    var first = nodes.filter(function (n) { return n.impacted && !n.query && n.chain !== null; })
-      .sort(function (a, b) { return data.chains[b.chain].length - data.chains[a.chain].length; })[0];
-    if (first && !state.byModule) {
-      var it = layout.perLane[first.lane].filter(function (i) { return i.node === first; })[0];
-      if (it) select(it);
+
+    var pick = null;
+    if (params.select) {
+      var at = params.select.lastIndexOf("@");
+      var want = at > 0 ? params.select.slice(0, at) : params.select;
+      var pid = at > 0 ? params.select.slice(at + 1) : null;
+      pick = nodes.filter(function (n) {
+        return methods[n.method].name === want && (pid === null || String(lanes[n.lane].pid) === pid);
+      })[0] || null;
+      if (pick && state.collapsed[pick.lane]) { delete state.collapsed[pick.lane]; draw(); }
+    } else {
+      // something to look at first: the impacted method reached through the most messages
+      pick = nodes.filter(function (n) { return n.impacted && !n.query && n.chain !== null; })
+        .sort(function (a, b) {
+          return data.chains[b.chain].length - data.chains[a.chain].length ||
+                 (a.t1 - a.t0) - (b.t1 - b.t0) || b.t0 - a.t0;
+        })[0] || null;
     }
+    var it = pick && itemOf(pick);
+    if (it) {
+      select(it);
+      if (!it.node) {  // grouped by module: explain the method itself, not its module
+        showPanel({ label: methods[pick.method].short, name: methods[pick.method].name,
+                    t0: pick.t0, t1: pick.t1, cls: nodeClass(pick), members: [pick], node: pick });
+        state.selected = { item: { node: pick }, key: "n" + pick.id };
+        drawChain(state.selected);
+      }
+    }
+    if (state.filter && params.select === undefined) scrollToFirstMatch();
     document.body.dataset.ready = "1";
     document.body.dataset.lanes = String(lanes.length);
   }
