@@ -24,15 +24,18 @@ from sample_systems._launch import RoleGroup, SampleError
 
 REPO_ROOT = Path(__file__).resolve().parents[1]
 RUN_TIMEOUT_S = 60
+TORCH_RUN_TIMEOUT_S = 240  # four processes each import torch (seconds apiece on 2 cores)
 PLAIN_SAMPLES = [name for name, info in SAMPLES.items() if not info.needs_torch]
 
 
-def run_sample(name: str, *args: str) -> subprocess.CompletedProcess[str]:
+def run_sample(
+    name: str, *args: str, timeout: float = RUN_TIMEOUT_S
+) -> subprocess.CompletedProcess[str]:
     return subprocess.run(
         [sys.executable, "-m", f"sample_systems.{name}", *args],
         capture_output=True,
         text=True,
-        timeout=RUN_TIMEOUT_S,
+        timeout=timeout,
         cwd=REPO_ROOT,
     )
 
@@ -138,12 +141,12 @@ def torch_distributed_importable() -> bool:
 
 
 def test_torch_ddp_runs_or_says_why_not() -> None:
-    result = run_sample("torch_ddp")
+    result = run_sample("torch_ddp", timeout=TORCH_RUN_TIMEOUT_S)
     if torch_distributed_importable():
         assert result.returncode == 0, result.stderr
         check_training(result.stdout)
         assert "3 ranks agree on the final weights" in result.stdout
-        assert run_sample("torch_ddp").stdout == result.stdout
+        assert run_sample("torch_ddp", timeout=TORCH_RUN_TIMEOUT_S).stdout == result.stdout
     else:
         assert result.returncode == 3
         assert "torch_ddp: cannot run:" in result.stderr
