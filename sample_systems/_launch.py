@@ -22,12 +22,13 @@ from __future__ import annotations
 import os
 import select
 import selectors
+import signal
 import subprocess
 import sys
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
-from types import TracebackType
+from types import FrameType, TracebackType
 
 READY = "READY"
 """First word of the line a role prints once its ports are bound."""
@@ -178,8 +179,14 @@ def print_transcripts(sample: str, roles: Sequence[Role]) -> None:
             print(f"[{role.name}] {line}")
 
 
+def exit_on_sigterm(signum: int, frame: FrameType | None) -> None:
+    """Turn SIGTERM into SystemExit so that `RoleGroup.__exit__` reaps the roles."""
+    raise SystemExit(128 + signum)
+
+
 def run_sample(sample: str, launch: Callable[[], Sequence[Role]]) -> int:
     """Run a launcher body, print transcripts, and turn failures into exit status 1."""
+    signal.signal(signal.SIGTERM, exit_on_sigterm)
     try:
         roles = launch()
     except SampleError as err:
