@@ -172,6 +172,8 @@ class ImportHooks(importlib.abc.MetaPathFinder):
                 spec = finder.find_spec(fullname, path, target)
                 if spec is not None:
                     break
+        except Exception:
+            return None  # let the import system ask the finders itself, as without us
         finally:
             self._busy.discard(fullname)
         loader = getattr(spec, "loader", None)
