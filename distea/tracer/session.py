@@ -252,10 +252,22 @@ class TracerSession:
         self.emitter.flush()
         return token
 
+    def stamp(self) -> tuple[int, int]:
+        """Clock and method for a send that is about to happen.
+
+        Channels take it *before* the bytes leave and pass it to :meth:`send`
+        after: once the bytes are out, a reply can come back to another
+        thread of this process, and its receive must not get an earlier clock
+        than the send that caused it.
+        """
+        return self.clock.tick(), self.monitor.method_on_stack(sys._getframe(1))
+
     def send(self, kind: str, channel: str, start: int, end: int,
-             meta: dict[str, Any] | None = None) -> None:
-        clock = self.clock.tick()
-        mid = self.monitor.method_on_stack(sys._getframe(1))
+             meta: dict[str, Any] | None = None, stamp: tuple[int, int] | None = None) -> None:
+        if stamp is None:
+            clock, mid = self.clock.tick(), self.monitor.method_on_stack(sys._getframe(1))
+        else:
+            clock, mid = stamp
         self.emitter.add([Tag.SEND, clock, kind, channel, start, end, mid,
                           threading.get_ident(), meta])
         self.maybe_flush()

@@ -124,6 +124,7 @@ class SocketChannel:
                 return original(sock, data, *args, **kwargs)
             local.in_socket_call = True
             try:
+                stamp = session.stamp()
                 result = original(sock, data, *args, **kwargs)
             finally:
                 local.in_socket_call = False
@@ -134,7 +135,8 @@ class SocketChannel:
                     if sent:
                         start = stream.sent
                         stream.sent += sent
-                        session.send(stream.kind, stream.outgoing, start, stream.sent)
+                        session.send(stream.kind, stream.outgoing, start, stream.sent,
+                                     stamp=stamp)
                 elif channel.datagrams is not None:
                     channel.datagrams.sent(sock, name, data, args, result)
             except Exception:
