@@ -139,7 +139,7 @@ def test_shiviz_clocks_order_every_message(case: tuple[Run, ImpactResult]) -> No
 
 def test_shiviz_marks_impact(small: Run) -> None:
     text = exporters()["shiviz"].export(small, small.impact(SMALL_QUERY))
-    assert "start app.server.apply_update [query] (clock 7)" in text
+    assert "start app.server.apply_update [query] (clock 8)" in text
     assert "start app.launcher.summarize [impacted] (clock 9)" in text
     assert "start app.launcher.setup (clock 2)" in text
     assert "recv tcp w0>l in app.launcher.collect [impact arrives] (clock 8)" in text

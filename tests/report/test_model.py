@@ -14,7 +14,7 @@ def test_lanes_counts_and_starts(small: Run) -> None:
         ("monitor", 5, None)]
     assert [(lane.impacted, lane.methods) for lane in model.lanes] == [
         (3, 5), (3, 5), (4, 7), (3, 6), (0, 3)]
-    assert [lane.start for lane in model.lanes] == [8, 7, 8, 8, None]
+    assert [lane.start for lane in model.lanes] == [8, 8, 9, 9, None]
     assert model.lanes[4].distia_start == 25  # the baseline's false positive
     assert model.size == 13 and model.mcov == 26 and model.distia == 15
     assert sum(n.impacted for n in model.nodes) == 13
