@@ -291,8 +291,8 @@ class Collector:
             now = time.monotonic()
             waiting = [s for s in self.open_processes()
                        if _alive(s) or now - s.last_seen < quiet]
-            if not waiting:
-                break
+            if not waiting and self.idle_for() >= min(quiet, 0.1):
+                break  # nothing alive to wait for, and nothing left in the socket
             time.sleep(0.05)
         return self.open_processes()
 

@@ -103,6 +103,7 @@ class TracerSession:
         parent_token = os.environ.pop(PARENT_TOKEN_ENV, None)
         method = start_method or os.environ.pop(START_METHOD_ENV, None)
         self._begin(method or ("subprocess" if parent_token else "main"), parent_token)
+        self.emitter.flush()  # the collector knows of this process even if it is killed early
         self.monitor.start()
         atexit.register(self.finish, "exit")
         os.register_at_fork(before=self._before_fork, after_in_parent=self._after_fork_in_parent,

@@ -9,7 +9,7 @@ import sys
 import threading
 import time
 from collections.abc import Callable, Iterator
-from contextlib import contextmanager
+from contextlib import contextmanager, suppress
 from pathlib import Path
 
 from tests.tracing import DISTEA
@@ -26,14 +26,10 @@ def start_distea(args: list[str], cwd: Path, **kwargs: object) -> subprocess.Pop
 
 def kill_group(proc: subprocess.Popen[str]) -> None:
     """End ``proc`` and everything in its session (tests must leave no process behind)."""
-    try:
+    with suppress(ProcessLookupError, PermissionError):
         os.killpg(proc.pid, signal.SIGKILL)
-    except (ProcessLookupError, PermissionError):
-        pass
-    try:
+    with suppress(subprocess.TimeoutExpired, ValueError):
         proc.communicate(timeout=10)
-    except (subprocess.TimeoutExpired, ValueError):
-        pass
 
 
 @contextmanager
@@ -88,3 +84,69 @@ def wait_for(predicate: Callable[[], bool], timeout: float = 30, what: str = "co
             return
         time.sleep(0.02)
     raise AssertionError(f"timed out waiting for {what}")
+
+
+BURST = """
+import os, socket, sys, threading, time
+
+def work(i):
+    return i + 1
+
+def calls(n):
+    for i in range(n):
+        work(i)
+
+def messages(n):
+    a, b = socket.socketpair()
+    def drain():
+        for _ in range(n):
+            b.recv(1)
+    reader = threading.Thread(target=drain)
+    reader.start()
+    for _ in range(n):
+        a.send(b"x")
+    reader.join()
+    a.close()
+    b.close()
+
+def hwm():
+    with open("/proc/self/status") as status:
+        for line in status:
+            if line.startswith("VmHWM:"):
+                return int(line.split()[1])
+
+def main():
+    n_calls, n_msgs = int(sys.argv[1]), int(sys.argv[2])
+    gate = sys.argv[3] if len(sys.argv) > 3 else None
+    if gate:
+        with open(gate + ".ready", "w") as ready:
+            ready.write(str(os.getpid()))
+        while not os.path.exists(gate):
+            time.sleep(0.01)
+    before = hwm()
+    started = time.perf_counter()
+    calls(n_calls)
+    messages(n_msgs)
+    print(f"done {n_calls} {n_msgs}", flush=True)
+    print(f"hwm {before} {hwm()} {time.perf_counter() - started:.2f}", file=sys.stderr,
+          flush=True)
+    sys.exit(7)
+
+main()
+"""
+
+
+def burst_hwm(stderr: str) -> tuple[int, int, float]:
+    """(VmHWM before the burst, VmHWM after it, seconds) as the burst program printed them."""
+    line = next(x for x in stderr.splitlines() if x.startswith("hwm "))
+    _, before, after, seconds = line.split()
+    return int(before), int(after), float(seconds)
+
+
+def process_state(pid: int) -> str | None:
+    """'R', 'S', 'Z', ... or None when the pid is gone."""
+    try:
+        with open(f"/proc/{pid}/stat", "rb") as stat:
+            return stat.read().rsplit(b")", 1)[1].split()[0].decode()
+    except (OSError, IndexError):
+        return None
