@@ -27,7 +27,8 @@ Baselines, reported with every result:
 
 from __future__ import annotations
 
-from bisect import bisect_right
+from bisect import bisect_left, bisect_right
+from collections import deque
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field
 
@@ -144,9 +145,10 @@ class Analysis:
         for key in self.keys:
             ex = executions.get(key, {})
             self._rows.append(sorted((n, e.first, e.last) for n, e in ex.items()))
+        self._lasts = [sorted(last for _, _, last in rows) for rows in self._rows]
         # executions of processes that logged no message at all are still analysed
         self.mcov_size = sum(len(ex) for ex in executions.values())
-        self._distia_pairs: list[tuple[int, int, list[int], list[int]]] | None = None
+        self._distia: dict[int, list[tuple[int, list[int], list[int]]]] | None = None
         self._by_sender: list[list[tuple[int, int, int, int]]] | None = None
 
     # -- forward ---------------------------------------------------------------
@@ -214,7 +216,7 @@ class Analysis:
         impacted = self.impacted_from(starts)
         dstarts = self.distia_starts(firsts)
         distia_size = sum(
-            sum(1 for _, _, last in self._rows[p] if last >= s) for p, s in dstarts.items()
+            len(self._lasts[p]) - bisect_left(self._lasts[p], s) for p, s in dstarts.items()
         )
         return ImpactResult(
             queries=list(queries),
@@ -228,46 +230,52 @@ class Analysis:
 
     # -- DistIA baseline -------------------------------------------------------
 
-    def _distia_index(self) -> list[tuple[int, int, list[int], list[int]]]:
-        """(receiver, sender, Lamport times, clocks) of receives per process pair."""
-        if self._distia_pairs is None:
+    def _distia_index(self) -> dict[int, list[tuple[int, list[int], list[int]]]]:
+        """Sender → (receiver, Lamport times, clocks) of its messages' receives, in order."""
+        if self._distia is None:
             m, order = self.matching, self.order
-            pairs: dict[tuple[int, int], tuple[list[int], list[int]]] = {}
-            extra_senders: dict[int, set[int]] = {}
+            proc_of = m.proc_of
+            pairs: dict[tuple[int, int], list[int]] = {}
+            for r, ss in order.sources.items():
+                p = proc_of[r]
+                for s in ss:
+                    if proc_of[s] != p:
+                        pairs.setdefault((p, proc_of[s]), []).append(r)
+            for r, h in order.hub_of.items():
+                p = proc_of[r]
+                for y in {proc_of[s] for s in m.hubs[h][0]}:
+                    if y != p:
+                        pairs.setdefault((p, y), []).append(r)
             for s, r in order.extra:
-                extra_senders.setdefault(r, set()).add(m.proc_of[s])
-            for r in sorted(order.sources.keys() | order.hub_of.keys()):
-                p = m.proc_of[r]
-                senders = {m.proc_of[s] for s in order.sources.get(r, ())}
-                h = order.hub_of.get(r)
-                if h is not None:
-                    senders.update(m.proc_of[s] for s in m.hubs[h][0])
-                senders.update(extra_senders.get(r, ()))
-                senders.discard(p)
-                for y in senders:
-                    ls, cs = pairs.setdefault((p, y), ([], []))
-                    ls.append(order.lamport[r])
-                    cs.append(m.events[r].clock)
-            self._distia_pairs = [(p, y, ls, cs) for (p, y), (ls, cs) in pairs.items()]
-        return self._distia_pairs
+                if proc_of[s] != proc_of[r]:
+                    pairs.setdefault((proc_of[r], proc_of[s]), []).append(r)
+            index: dict[int, list[tuple[int, list[int], list[int]]]] = {}
+            for (p, y), rs in pairs.items():
+                rs = sorted(set(rs))  # event ids follow clock order within a process
+                index.setdefault(y, []).append(
+                    (p, [order.lamport[r] for r in rs], [m.events[r].clock for r in rs])
+                )
+            self._distia = index
+        return self._distia
 
     def distia_starts(self, firsts: Mapping[int, int]) -> dict[int, int]:
-        starts = dict(firsts)
-        pairs = self._distia_index()
+        """Impact starts under the DistIA rule (module docstring), to a fixed point."""
+        index = self._distia_index()
         offsets = self.matching.offsets
-        changed = True
-        while changed:
-            changed = False
-            for p, y, ls, cs in pairs:
-                sy = starts.get(y)
-                if sy is None:
-                    continue
-                k = bisect_right(ls, self.order.lamport_at(y, sy, offsets))
-                if k < len(ls):
-                    c = cs[k]
-                    if p not in starts or c < starts[p]:
-                        starts[p] = c
-                        changed = True
+        starts = dict(firsts)
+        work = deque(starts)
+        queued = set(starts)
+        while work:
+            y = work.popleft()
+            queued.discard(y)
+            t = self.order.lamport_at(y, starts[y], offsets)
+            for p, ls, cs in index.get(y, ()):
+                k = bisect_right(ls, t)
+                if k < len(ls) and (p not in starts or cs[k] < starts[p]):
+                    starts[p] = cs[k]
+                    if p not in queued:
+                        queued.add(p)
+                        work.append(p)
         return starts
 
     # -- backward --------------------------------------------------------------

@@ -229,16 +229,20 @@ def _generations(m: Matching, ids: list[int]) -> list[tuple[int, list[int]]]:
     for i in ids:
         by_proc[m.proc_of[i]].append(i)
     gens: list[tuple[int, list[int]]] = []
+    events = m.events
     for p, pids in by_proc.items():
         current: list[int] = []
         prev_end = -1
         for i in pids:  # clock order within a process
-            ev = m.events[i]
-            if current and (ev.start < prev_end or (ev.start == 0 and prev_end > 0)):
+            ev = events[i]
+            start, end = ev.start, ev.end
+            if current and (start < prev_end or (start == 0 and prev_end > 0)):
                 gens.append((p, current))
                 current = []
+                prev_end = -1
             current.append(i)
-            prev_end = max(prev_end, ev.end) if current[:-1] else ev.end
+            if end > prev_end:
+                prev_end = end
         if current:
             gens.append((p, current))
     return gens

@@ -7,7 +7,9 @@ once. Every result is a plain dataclass (:mod:`distea.analyzer.impact`).
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+import gc
+from collections.abc import Iterable, Iterator
+from contextlib import contextmanager
 from functools import cached_property
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -23,6 +25,23 @@ if TYPE_CHECKING:
     import networkx as nx
 
 __all__ = ["QueryError", "Run"]
+
+
+@contextmanager
+def _no_gc() -> Iterator[None]:
+    """Pause the cyclic GC while building large acyclic tables.
+
+    Matching and the sweep allocate a few tuples per message; with the GC on,
+    its repeated full scans of millions of young objects made them 2-3 times
+    slower. Nothing built there forms reference cycles.
+    """
+    enabled = gc.isenabled()
+    gc.disable()
+    try:
+        yield
+    finally:
+        if enabled:
+            gc.enable()
 
 
 class Run:
@@ -109,16 +128,21 @@ class Run:
             messages.setdefault(key, [])
         for key in self.data.executions:
             messages.setdefault(key, [])
-        return match(messages, self.data.links, self.data.processes)
+        with _no_gc():
+            return match(messages, self.data.links, self.data.processes)
 
     @cached_property
     def order(self) -> Order:
         """Happens-before; raises OrderCycleError if the recorded order has a cycle."""
-        return compute_order(self.matching)
+        matching = self.matching
+        with _no_gc():
+            return compute_order(matching)
 
     @cached_property
     def analysis(self) -> Analysis:
-        return Analysis(self.data.executions, self.matching, self.order)
+        matching, order = self.matching, self.order
+        with _no_gc():
+            return Analysis(self.data.executions, matching, order)
 
     def resolve(self, query: str) -> list[str]:
         """Executed method names for one query (name, glob, path:func, path:LINE)."""
