@@ -257,38 +257,46 @@ class Monitor:
             return disable
 
         def seen(code: CodeType, offset: int) -> Any:
-            # PY_RESUME: local, so only in-scope code reaches here.
+            # PY_RESUME: local, so only in-scope code reaches here. The first
+            # sighting at a clock records it and leaves the location armed
+            # (code that runs once per epoch then never needs re-arming); a
+            # second sighting at the same clock has nothing new to say until
+            # the next epoch: disable, and re-arm when that epoch opens.
             state = states_get(id(code))
-            if state.last < 0:
+            last = state.last
+            now = clock.value
+            if last == now:
+                if state.armed:
+                    state.armed = False
+                    rearm_append(state)
+                return disable
+            if last < 0:
                 first_start(state)  # a generator made before fork, resumed in the child
             else:
-                now = clock.value
-                if state.last != now:
-                    state.last = now
-                    if not state.dirty:
-                        state.dirty = True
-                        dirty_append(state)
-            if state.armed:
-                state.armed = False
-                rearm_append(state)
-            return disable
+                state.last = now
+                if not state.dirty:
+                    state.dirty = True
+                    dirty_append(state)
+            return None
 
         def seen_with_value(code: CodeType, offset: int, value: object) -> Any:
             # PY_RETURN, PY_YIELD: as ``seen`` (inlined: one call less per event).
             state = states_get(id(code))
-            if state.last < 0:
+            last = state.last
+            now = clock.value
+            if last == now:
+                if state.armed:
+                    state.armed = False
+                    rearm_append(state)
+                return disable
+            if last < 0:
                 first_start(state)
             else:
-                now = clock.value
-                if state.last != now:
-                    state.last = now
-                    if not state.dirty:
-                        state.dirty = True
-                        dirty_append(state)
-            if state.armed:
-                state.armed = False
-                rearm_append(state)
-            return disable
+                state.last = now
+                if not state.dirty:
+                    state.dirty = True
+                    dirty_append(state)
+            return None
 
         def unwinding(code: CodeType, offset: int, exc: BaseException) -> None:
             # Global and never disabled (CPython forbids DISABLE here).

@@ -1,0 +1,61 @@
+"""The workloads of the overhead benchmark, each at a quick and a default size.
+
+Every workload is a command started from the repository root, so its own
+code (``benchmarks.workloads.*``, ``sample_systems.*``) is in distea's
+default scope, and the standard library and site-packages are not.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import sys
+from dataclasses import dataclass, field
+
+
+@dataclass(frozen=True)
+class Workload:
+    name: str
+    module: str
+    default_args: tuple[str, ...] = ()
+    quick_args: tuple[str, ...] = ()
+    distributed: bool = False
+    """Several processes exchanging messages (the ≤ 1.10x target applies)."""
+    cpu_bound: bool = False
+    """The worst case for callbacks (the ≤ 1.5x target applies)."""
+    precision: bool = False
+    """Used as a subject of the precision study (every executed method as a query)."""
+    needs: tuple[str, ...] = field(default_factory=tuple)
+    """Modules that must be importable."""
+
+    def argv(self, quick: bool) -> list[str]:
+        args = self.quick_args if quick else self.default_args
+        return [sys.executable, "-m", self.module, *args]
+
+    def missing(self) -> str | None:
+        for name in (self.module, *self.needs):
+            try:
+                if importlib.util.find_spec(name) is None:
+                    return f"{name} not found"
+            except ModuleNotFoundError:
+                return f"{name} not found"
+        return None
+
+
+WORKLOADS: tuple[Workload, ...] = (
+    Workload("empty program (start-up)", "benchmarks.workloads.empty"),
+    Workload("CPU-bound: recursive fib", "benchmarks.workloads.cpu",
+             ("--n", "27", "--rounds", "6"), ("--n", "25", "--rounds", "3"), cpu_bound=True),
+    Workload("call-heavy loop", "benchmarks.workloads.calls",
+             ("--n", "400000",), ("--n", "100000"), cpu_bound=True),
+    Workload("TCP request/response (2 processes)", "benchmarks.workloads.tcp_loop",
+             ("--n", "30000"), ("--n", "5000"), distributed=True, precision=True),
+    Workload("ZeroMQ REQ/REP (2 processes)", "benchmarks.workloads.zmq_loop",
+             ("--n", "10000"), ("--n", "3000"), distributed=True, precision=True,
+             needs=("zmq",)),
+    Workload("param_server sample", "sample_systems.param_server",
+             ("--steps", "60"), ("--steps", "10"), distributed=True, precision=True,
+             needs=("numpy",)),
+    Workload("ring_allreduce sample", "sample_systems.ring_allreduce",
+             ("--steps", "30"), ("--steps", "5"), distributed=True, precision=True,
+             needs=("numpy",)),
+)
