@@ -61,6 +61,8 @@
     while (parts.length && out.length + parts[parts.length - 1].length < 24) out = parts.pop() + "." + out;
     return "…" + out;
   }
+  /* Module-level code is "<module>" in every module: say which. */
+  function barLabel(m) { return m.short === "<module>" ? m.module.split(".").pop() + ".<module>" : m.short; }
   function nodeClass(n) { return n.query ? "query" : n.impacted ? "impacted" : "other"; }
 
   /* What each lane shows: executions, or one aggregate per module. */
@@ -70,7 +72,7 @@
     });
     if (!state.byModule) {
       return list.map(function (n) {
-        return { label: methods[n.method].short, name: methods[n.method].name, t0: n.t0, t1: n.t1,
+        return { label: barLabel(methods[n.method]), name: methods[n.method].name, t0: n.t0, t1: n.t1,
                  cls: nodeClass(n), members: [n], node: n };
       });
     }
@@ -301,9 +303,9 @@
       var ul = h("ul", { "class": "members" });
       it.members.forEach(function (n) {
         var li = h("li");
-        var a = h("a", { "class": nodeClass(n) }, methods[n.method].short);
+        var a = h("a", { "class": nodeClass(n) }, barLabel(methods[n.method]));
         a.addEventListener("click", function () {
-          showPanel({ label: methods[n.method].short, name: methods[n.method].name, t0: n.t0, t1: n.t1,
+          showPanel({ label: barLabel(methods[n.method]), name: methods[n.method].name, t0: n.t0, t1: n.t1,
                       cls: nodeClass(n), members: [n], node: n });
           state.selected = { item: { node: n }, key: "n" + n.id };
           drawChain(state.selected);
@@ -315,7 +317,7 @@
       return;
     }
     var n = it.node, m = methods[n.method];
-    panel.appendChild(h("h2", {}, m.short));
+    panel.appendChild(h("h2", {}, barLabel(m)));
     panel.appendChild(h("div", { "class": "fq" }, m.name));
     var cls = nodeClass(n);
     panel.appendChild(h("span", { "class": "badge " + cls, id: "panel-verdict" },
@@ -422,7 +424,7 @@
     if (it) {
       select(it);
       if (!it.node) {  // grouped by module: explain the method itself, not its module
-        showPanel({ label: methods[pick.method].short, name: methods[pick.method].name,
+        showPanel({ label: barLabel(methods[pick.method]), name: methods[pick.method].name,
                     t0: pick.t0, t1: pick.t1, cls: nodeClass(pick), members: [pick], node: pick });
         state.selected = { item: { node: pick }, key: "n" + pick.id };
         drawChain(state.selected);
