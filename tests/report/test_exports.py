@@ -42,7 +42,7 @@ def test_registry() -> None:
 def test_graphml_parses_back(case: tuple[Run, ImpactResult]) -> None:
     run, impact = case
     text = exporters()["graphml"].export(run, impact)
-    g = nx.read_graphml(io.StringIO(text))
+    g = nx.read_graphml(io.BytesIO(text.encode()))
     original = run.graph(impact)
     assert g.number_of_nodes() == original.number_of_nodes()
     assert g.number_of_edges() == original.number_of_edges()
@@ -59,7 +59,7 @@ def test_graphml_parses_back(case: tuple[Run, ImpactResult]) -> None:
 
 
 def test_graphml_without_query(small: Run) -> None:
-    g = nx.read_graphml(io.StringIO(exporters()["graphml"].export(small)))
+    g = nx.read_graphml(io.BytesIO(exporters()["graphml"].export(small).encode()))
     assert not any(a.get("impacted") for a in g.nodes.values())
 
 
@@ -186,7 +186,7 @@ def test_perfetto_trace_rules(case: tuple[Run, ImpactResult]) -> None:
         assert s["ts"] < f["ts"], "a message arrives after it is sent"
         for end in (s, f):  # bound to an enclosing slice on its thread
             assert any(a <= end["ts"] < b for a, b in slices[(end["pid"], end["tid"])])
-    cats = defaultdict(int)
+    cats: dict[str, int] = defaultdict(int)
     for ev in events:
         if ev["ph"] == "X" and ev["cat"] != "message":
             cats[ev["cat"]] += 1
