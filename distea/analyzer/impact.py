@@ -151,6 +151,10 @@ class Analysis:
         self._distia: dict[int, list[tuple[int, list[int], list[int]]]] | None = None
         self._by_sender: list[list[tuple[int, int, int, int]]] | None = None
 
+    def prepare(self) -> None:
+        """Build the indexes every impact query needs (the DistIA baseline's), up front."""
+        self._distia_index()
+
     # -- forward ---------------------------------------------------------------
 
     def query_firsts(self, methods: list[str]) -> dict[int, int]:

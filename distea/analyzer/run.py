@@ -142,7 +142,9 @@ class Run:
     def analysis(self) -> Analysis:
         matching, order = self.matching, self.order
         with _no_gc():
-            return Analysis(self.data.executions, matching, order)
+            analysis = Analysis(self.data.executions, matching, order)
+            analysis.prepare()
+        return analysis
 
     def resolve(self, query: str) -> list[str]:
         """Executed method names for one query (name, glob, path:func, path:LINE)."""
