@@ -35,6 +35,7 @@ RESULTS = Path(__file__).resolve().parent / "results"
 RUN_TIMEOUT_S = 300
 TARGET_DISTRIBUTED = 1.10
 TARGET_CPU = 1.5
+EMPTY_MODULE = "benchmarks.workloads.empty"
 
 
 # -- environment ---------------------------------------------------------------
@@ -132,7 +133,31 @@ def measure_overhead(workloads: list[Workload], tools: list[str], repeats: int, 
     return rows
 
 
-def overhead_table(rows: list[dict[str, Any]], tools: list[str]) -> str:
+def add_net_ratios(rows: list[dict[str, Any]]) -> None:
+    """Ratios with each tool's fixed start-up cost taken out.
+
+    ``net = (T_tool - E_tool) / (T_untraced - E_untraced)`` where E is the
+    median wall time of the empty program under the same tool: what the tool
+    costs while the program runs, without its one-time start and stop (for
+    distea: the CLI, the collector, the final drain). Child processes still
+    pay their own start-up inside T.
+    """
+    empty = next((r for r in rows if r.get("module") == EMPTY_MODULE), None)
+    if not empty:
+        return
+    fixed = empty["median_s"]
+    for row in rows:
+        medians = row.get("median_s") or {}
+        if row is empty or "untraced" not in medians or "untraced" not in fixed:
+            continue
+        base = medians["untraced"] - fixed["untraced"]
+        if base <= 0:
+            continue
+        row["net_ratio"] = {t: max(m - fixed[t], 0.0) / base
+                            for t, m in medians.items() if t in fixed}
+
+
+def overhead_table(rows: list[dict[str, Any]], tools: list[str], key: str = "ratio") -> str:
     traced = [t for t in tools if t != "untraced"]
     head = "| workload | untraced (s) | " + " | ".join(traced) + " | distea compact target |"
     lines = [head, "| --- | ---: | " + " | ".join("---:" for _ in traced) + " | --- |"]
@@ -141,30 +166,33 @@ def overhead_table(rows: list[dict[str, Any]], tools: list[str]) -> str:
             lines.append(f"| {row['workload']} | skipped: {row['skipped']} |"
                          + " |" * (len(traced) + 1))
             continue
+        ratios = row.get(key)
+        if ratios is None:
+            continue
         cells = []
         for t in traced:
             if t in row["errors"]:
                 cells.append("failed")
-            elif t in row["ratio"]:
-                cells.append(f"{row['ratio'][t]:.2f}x")
+            elif t in ratios:
+                cells.append(f"{ratios[t]:.2f}x")
             else:
                 cells.append("-")
         base = row["median_s"].get("untraced")
         lines.append(f"| {row['workload']} | {base:.2f} | " if base else
                      f"| {row['workload']} | - | ")
-        lines[-1] += " | ".join(cells) + f" | {target_verdict(row)} |"
+        lines[-1] += " | ".join(cells) + f" | {target_verdict(row, ratios)} |"
     return "\n".join(lines)
 
 
-def target_verdict(row: dict[str, Any]) -> str:
-    ratio = row["ratio"].get("distea compact")
+def target_verdict(row: dict[str, Any], ratios: dict[str, float]) -> str:
+    ratio = ratios.get("distea compact")
     if ratio is None:
         return "-"
     notes = []
     if row["distributed"]:
         notes.append(("met" if ratio <= TARGET_DISTRIBUTED else "missed")
                      + f" (≤ {TARGET_DISTRIBUTED:.2f}x)")
-        cov = row["ratio"].get("coverage sysmon")
+        cov = ratios.get("coverage sysmon")
         if cov is not None:
             notes.append(("below" if ratio < cov else "not below") + " coverage")
     elif row["cpu_bound"]:
@@ -463,6 +491,7 @@ def main(argv: list[str] | None = None) -> int:
     keep = Path(tempfile.mkdtemp(prefix="distea-bench-"))
     try:
         rows = measure_overhead(workloads, tools, repeats, args.quick, keep, log)
+        add_net_ratios(rows)
         precision = ([] if args.no_precision else measure_precision(rows, log))
     finally:
         shutil.rmtree(keep, ignore_errors=True)
@@ -477,6 +506,11 @@ def main(argv: list[str] | None = None) -> int:
         f"{repeats}{', quick sizes' if args.quick else ''})",
         "",
         overhead_table(rows, tools),
+        "",
+        "Start-up excluded (each tool's empty-program time subtracted from both sides; "
+        "child processes still pay their own start-up):",
+        "",
+        overhead_table(rows, tools, "net_ratio"),
         "",
         f"{env['date']}; {env['nproc']} CPUs ({env['cpu']}); Python {env['python']}; "
         f"commit {env['commit'] or '?'}; suite took {elapsed:.0f} s. "

@@ -1,0 +1,32 @@
+"""The benchmark runner, in its quickest mode, on the smallest workload: the
+table and the result files are produced (no timing is asserted)."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from benchmarks.__main__ import main
+
+
+def test_quick_run_on_one_tiny_workload_produces_the_table(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    code = main(["--quick", "--repeats", "1", "--only", "empty",
+                 "--tools", "untraced,distea compact,setprofile",
+                 "--no-precision", "--no-scale", "--no-channels", "--out", str(tmp_path)])
+    assert code == 0
+    table = (tmp_path / "latest.md").read_text()
+    assert "| workload | untraced (s) | distea compact | setprofile |" in table
+    assert "| empty program (start-up) |" in table
+    assert "failed" not in table
+    assert table.splitlines()[0] in capsys.readouterr().out
+    data = json.loads((tmp_path / "latest.json").read_text())
+    (row,) = data["overhead"]
+    assert set(row["median_s"]) == {"untraced", "distea compact", "setprofile"}
+    assert row["errors"] == {}
+    assert row["sizes"]["distea compact"]["processes"] == 1
+    assert row["sizes"]["setprofile"]["files"] == 1, "the recorder wrote nothing"
+    assert list(tmp_path.glob("latest.png")) or list(tmp_path.glob("latest.svg"))
