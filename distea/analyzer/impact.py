@@ -381,7 +381,9 @@ class Analysis:
                 reach[p] = rc
                 hist.setdefault(p, []).append((level, rc, (s, r)))
             found = next((p for p in goal if p in reach and reach[p] <= goal[p]), None)
-        assert found is not None, "an impacted execution is reachable"
+        if found is None:  # cannot happen: the sweep and this search follow the same edges
+            return Explanation(list(queries), target, None, True, [],
+                               f"{target} is impacted, but no message chain was found")
         steps: list[Step] = []
         e_target = self.executions[self.keys[found]][target]
         steps.append(Step(self.keys[found], e_target.last, "runs", target,
