@@ -176,7 +176,8 @@
         ? shortRole(l.role) + " · rank " + l.rank + (l.world_size ? "/" + l.world_size : "") : shortRole(l.role)));
       role.title = l.role;
       head.appendChild(role);
-      head.appendChild(h("div", { "class": "proc" }, "pid " + l.pid + (l.host ? " · " + l.host : "")));
+      head.appendChild(h("div", { "class": "proc" },
+        [l.pid === null ? "" : "pid " + l.pid, l.host].filter(Boolean).join(" · ")));
       var counts = h("div", { "class": "counts" });
       counts.appendChild(h("span", { "class": "lane-count" }, l.impacted + "/" + l.methods));
       var mini = h("span", { "class": "mini" });
