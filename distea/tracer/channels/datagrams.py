@@ -168,7 +168,7 @@ class DatagramChannel:
             return None
         return socket_end_name(os.fstat(sock.fileno()).st_ino)
 
-    def _prepare_send(self, sock: socket.socket, dst: Any
+    def _prepare_send(self, sock: socket.socket, dst: Any, stamp: tuple[int, int] | None = None
                       ) -> tuple[str, str, tuple[int, int]] | None:
         """Before a datagram leaves: its kind, channel and reserved clock, or None."""
         kind = self._kind(sock)
@@ -177,7 +177,7 @@ class DatagramChannel:
         channel = self._pair_end(sock) if dst is None else None
         if channel is None:
             channel = self._name(kind, dst if dst is not None else sock.getpeername())
-        return kind, channel, reserve_send(self.session)
+        return kind, channel, stamp if stamp is not None else reserve_send(self.session)
 
     def _commit_send(self, sock: socket.socket, prepared: tuple[str, str, tuple[int, int]],
                      payload: Any) -> None:
@@ -206,15 +206,21 @@ class DatagramChannel:
         self.session.recv(kind, channel, index, index + 1, meta)
 
     def sent(self, sock: socket.socket, name: str, data: Any, args: tuple[Any, ...],
-             result: Any) -> None:
-        """A ``send``/``sendall``/``sendmsg`` on a non-stream socket succeeded."""
+             result: Any, stamp: tuple[int, int] | None = None) -> None:
+        """A ``send``/``sendall``/``sendmsg`` on a non-stream socket succeeded.
+
+        ``stamp`` is the clock the stream channel took before the call.
+        """
+        dst = None
         if name == "sendmsg":
-            if len(args) >= 3 and args[2] is not None:
-                return self._record_send(sock, b"".join(bytes(b) for b in data), args[2])
             payload: Any = b"".join(bytes(b) for b in data)
+            if len(args) >= 3 and args[2] is not None:
+                dst = args[2]
         else:
             payload = data
-        self._record_send(sock, payload, None)
+        prepared = self._prepare_send(sock, dst, stamp)
+        if prepared is not None:
+            self._commit_send(sock, prepared, payload)
 
     def received(self, sock: socket.socket, name: str, args: tuple[Any, ...],
                  result: Any) -> None:
@@ -258,6 +264,12 @@ class DatagramChannel:
         into = name == "recvfrom_into"
 
         def recvfrom(sock: Any, *args: Any, **kwargs: Any) -> Any:
+            session = channel.session
+            if session is not None:
+                try:
+                    session.before_blocking()  # the program may wait here: records leave
+                except Exception:
+                    channel._error()
             result = original(sock, *args, **kwargs)
             try:
                 if into:
@@ -343,6 +355,11 @@ class DatagramChannel:
         orig_read, orig_write = os.read, os.write
 
         def read(fd: int, n: int) -> bytes:
+            if pipe_fds.get(fd, 0) != -1 and channel.session is not None:
+                try:
+                    channel.session.before_blocking()  # a pipe read may wait
+                except Exception:
+                    channel._error()
             data = orig_read(fd, n)
             if data and pipe_fds.get(fd, 0) != -1:
                 try:

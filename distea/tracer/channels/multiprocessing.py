@@ -54,7 +54,6 @@ from collections.abc import Callable
 from types import ModuleType
 from typing import Any
 
-from distea.traceformat import Tag
 from distea.tracer.channels.patching import Patches
 from distea.tracer.channels.sockets import describe
 from distea.tracer.session import TracerSession
@@ -80,16 +79,13 @@ def reserve_send(session: TracerSession) -> tuple[int, int]:
     record its receive before the sending thread returns from the write. A
     send that then fails leaves only an unused clock value.
     """
-    return session.clock.tick(), session.monitor.method_on_stack(sys._getframe(1))
+    return session.stamp()
 
 
 def commit_send(session: TracerSession, reserved: tuple[int, int], kind: str, channel: str,
                 start: int, end: int, meta: dict[str, Any] | None) -> None:
-    """Write the SEND record of a :func:`reserve_send` (same fields as ``session.send``)."""
-    clock, mid = reserved
-    session.emitter.add([Tag.SEND, clock, kind, channel, start, end, mid,
-                         threading.get_ident(), meta])
-    session.emitter.maybe_flush()
+    """Write the SEND record of a :func:`reserve_send`."""
+    session.send(kind, channel, start, end, meta, stamp=reserved)
 
 
 def socket_end_name(ino: int) -> str:
@@ -290,6 +286,10 @@ class MultiprocessingChannel:
         def _recv_bytes(conn: Any, maxsize: Any = None) -> Any:
             if getattr(local, "in_mp_call", False):
                 return original(conn, maxsize)
+            try:
+                session.before_blocking()  # the program may wait here: records leave first
+            except Exception:
+                session.errors += 1
             local.in_mp_call = True
             try:
                 result = original(conn, maxsize)

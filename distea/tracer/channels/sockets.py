@@ -138,7 +138,7 @@ class SocketChannel:
                         session.send(stream.kind, stream.outgoing, start, stream.sent,
                                      stamp=stamp)
                 elif channel.datagrams is not None:
-                    channel.datagrams.sent(sock, name, data, args, result)
+                    channel.datagrams.sent(sock, name, data, args, result, stamp)
             except Exception:
                 session.errors += 1
             return result

@@ -152,6 +152,16 @@ class ZmqChannel:
         if self.session is not None:
             self.session.errors += 1
 
+    def _before_blocking(self, sock: Any, flags: int) -> None:
+        """A receive that may wait: let the records gathered so far leave first."""
+        if flags & zmq.NOBLOCK:
+            return
+        try:
+            if self._traced(sock) is not None and self.session is not None:
+                self.session.before_blocking()
+        except Exception:
+            self._error()
+
     # -- endpoints ----------------------------------------------------------------
 
     def _patch_endpoint(self, cls: type, name: str) -> None:
@@ -249,6 +259,7 @@ class ZmqChannel:
         channel = self
 
         def recv(sock: Any, *args: Any, **kwargs: Any) -> Any:
+            channel._before_blocking(sock, args[0] if args else kwargs.get("flags", 0))
             frame = original(sock, *args, **kwargs)
             try:
                 state = channel._traced(sock)
@@ -268,6 +279,7 @@ class ZmqChannel:
         channel = self
 
         def recv_into(sock: Any, buffer: Any, *args: Any, **kwargs: Any) -> Any:
+            channel._before_blocking(sock, args[1] if len(args) > 1 else kwargs.get("flags", 0))
             nbytes = original(sock, buffer, *args, **kwargs)
             try:
                 state = channel._traced(sock)
