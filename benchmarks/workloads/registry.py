@@ -44,9 +44,9 @@ class Workload:
 WORKLOADS: tuple[Workload, ...] = (
     Workload("empty program (start-up)", "benchmarks.workloads.empty"),
     Workload("CPU-bound: recursive fib", "benchmarks.workloads.cpu",
-             ("--n", "27", "--rounds", "6"), ("--n", "25", "--rounds", "3"), cpu_bound=True),
+             ("--n", "27", "--rounds", "4"), ("--n", "25", "--rounds", "3"), cpu_bound=True),
     Workload("call-heavy loop", "benchmarks.workloads.calls",
-             ("--n", "400000",), ("--n", "100000"), cpu_bound=True),
+             ("--n", "250000"), ("--n", "100000"), cpu_bound=True),
     Workload("TCP request/response (2 processes)", "benchmarks.workloads.tcp_loop",
              ("--n", "30000"), ("--n", "5000"), distributed=True, precision=True),
     Workload("ZeroMQ REQ/REP (2 processes)", "benchmarks.workloads.zmq_loop",

@@ -5,7 +5,12 @@ that is not part of an installed environment (the stdlib, site-packages, a
 virtual environment) and not distea itself. ``--include``/``--exclude``
 globs, matched against module names and file paths, move code in or out.
 Decisions are cached per file name: there are far fewer files than code
-objects.
+objects. The deciding itself is kept cheap too, because every file a
+process runs code from is decided once, in that process (hundreds for a
+program that imports numpy): the prefix test comes before the module name
+when no ``--include``/``--exclude`` pattern needs the name, and the resolved
+``sys.path`` entries are cached for as long as ``sys.path`` and the working
+directory stay the same.
 """
 
 from __future__ import annotations
@@ -39,6 +44,8 @@ class Scope:
         self.exclude = exclude
         self._excluded_dirs = tuple(d for d in _environment_dirs() if not self.root.startswith(d))
         self._files: dict[str, str | None] = {}
+        self._bases_key: tuple[object, ...] | None = None
+        self._bases: list[str] = []
 
     def module_of(self, code: CodeType) -> str | None:
         """The module name of ``code`` when it is in scope, else None."""
@@ -54,6 +61,10 @@ class Scope:
         if not filename or filename.startswith("<"):
             return None
         path = os.path.realpath(filename)
+        if not self.include and not self.exclude:
+            if not path.startswith(self.root) or path.startswith(self._excluded_dirs):
+                return None
+            return self._module_name(path)
         module = self._module_name(path)
         if self._matches(self.exclude, module, path):
             return None
@@ -77,8 +88,7 @@ class Scope:
         process: a script is ``app`` whether it runs as ``__main__`` or as
         ``__mp_main__`` in a spawned child.
         """
-        bases = [os.path.realpath(p or os.getcwd()) + os.sep for p in sys.path]
-        bases.append(self.root)
+        bases = self._path_bases()
         holding = [b for b in bases if path.startswith(b)]
         relative = path[len(max(holding, key=len)) :] if holding else os.path.basename(path)
         stem = relative.rsplit(".", 1)[0]
@@ -86,3 +96,12 @@ class Scope:
         if len(parts) > 1 and parts[-1] == "__init__":
             parts.pop()
         return ".".join(parts) or stem
+
+    def _path_bases(self) -> list[str]:
+        """Resolved ``sys.path`` entries (and the root), recomputed only when they change."""
+        key = (tuple(sys.path), os.getcwd())
+        if key != self._bases_key:
+            bases = [os.path.realpath(p or os.getcwd()) + os.sep for p in sys.path]
+            bases.append(self.root)
+            self._bases_key, self._bases = key, bases
+        return self._bases
