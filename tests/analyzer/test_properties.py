@@ -173,6 +173,27 @@ def test_order_and_impact_match_brute_force(n: int, steps: list) -> None:
             assert as_pairs(run, res.pairs()) == brute_impact(sim, q)
             assert res.size <= res.distia_size <= res.mcov_size
             assert as_pairs(run, run.deps(q).pairs()) == brute_deps(sim, q)
+            for key, target in list(res.pairs())[:3]:
+                check_explanation(sim, run, q, target, key)
+
+
+def check_explanation(sim: Sim, run: Run, query: str, target: str, key: str) -> None:
+    """The chain starts at a first start of the query, each message is a real one, each
+    process is left no earlier than it was entered, and it ends at the target."""
+    exp = run.explain(query, target, process=key)
+    assert exp.impacted
+    steps = exp.steps
+    role = {k: int(info.role[1:]) for k, info in run.processes.items()}
+    assert steps[0].action == "start" and steps[0].method == query
+    assert sim.first[(role[steps[0].process], query)] == steps[0].clock
+    assert steps[-1].action == "runs" and steps[-1].method == target
+    assert steps[-1].process == key
+    for a, b in zip(steps, steps[1:], strict=False):
+        pa, pb = role[a.process], role[b.process]
+        if b.action == "recv":
+            assert a.action == "send" and (pa, a.clock) in sim.anc[(pb, b.clock)]
+        else:
+            assert pa == pb and a.clock <= b.clock
 
 
 @settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow])
