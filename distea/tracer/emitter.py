@@ -67,6 +67,7 @@ class Emitter:
         self._lock = threading.Lock()
         self._packer = msgpack.Packer()
         self._suspended = False
+        self._held_for_fork = False
         self._closed = False
         self._context: zmq.Context[Any] | None = None
         self._socket: zmq.Socket[Any] | None = None
@@ -131,8 +132,10 @@ class Emitter:
         payload = b"".join([pack(r) for r in records])
         header = msgpack.packb([FORMAT_VERSION, self.key, self._seq, final])
         try:
+            # copy=True: a zero-copy send of a large frame starts pyzmq's garbage
+            # collector *thread*, which the program would see in threading.enumerate().
             self._socket.send_multipart([WIRE_MAGIC, header, payload], flags=zmq.NOBLOCK,
-                                        copy=False)
+                                        copy=True)
         except zmq.ZMQError:
             self.dropped += len(records)
             self.stalled = True
@@ -171,10 +174,27 @@ class Emitter:
         self._socket = self._context = None
 
     def suspend(self) -> None:
-        """Before fork: send what is pending and close the context (its threads end)."""
-        self.flush(wait=True)
+        """Before fork: send what is pending and close the context (its threads end).
+
+        The socket lock is taken here and held across the fork: no other
+        thread may be inside ``_send`` (or open a new context) while the
+        socket closes and the process forks. ``resume`` (parent) releases it;
+        the child makes a new lock.
+        """
+        held = self._lock.acquire(timeout=self.linger_ms / 1000)
         self._suspended = True
-        self._disconnect(min(self.linger_ms, FORK_LINGER_MS))
+        self._held_for_fork = held
+        try:
+            records, self.pending = self.pending, []
+            if records and held:
+                self._send(records, False)
+            elif records:
+                self.pending = records + self.pending
+            if held:
+                self._disconnect(min(self.linger_ms, FORK_LINGER_MS))
+        except Exception:
+            self.resume()
+            raise
 
     def resume(self) -> None:
         """After fork, in the parent: go on; the next flush reconnects.
@@ -183,11 +203,18 @@ class Emitter:
         Python 3.13 counts threads for its fork warning after this hook.
         """
         self._suspended = False
+        if self._held_for_fork:
+            self._held_for_fork = False
+            self._lock.release()
 
     def reset_after_fork(self, key: str) -> None:
         """In a forked child: new identity, new socket, none of the parent's records."""
         self._suspended = False
+        self._held_for_fork = False
         self._lock = threading.Lock()
+        # A context that crossed the fork (only if suspend could not close it) is
+        # never touched again here: closing it could hang on the parent's threads.
+        self._socket = self._context = None
         self.key = key
         self.pending = []
         self.dropped = 0

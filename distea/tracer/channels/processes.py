@@ -50,6 +50,13 @@ def untraceable_reason(argv: Sequence[Any]) -> str | None:
     return None
 
 
+def _can_exec(path: Any) -> bool:
+    try:
+        return os.path.isfile(path) and os.access(path, os.X_OK)
+    except (TypeError, ValueError, OSError):
+        return True
+
+
 def _decoded(argv: Sequence[Any]) -> list[str]:
     return [os.fsdecode(a) for a in argv]
 
@@ -147,7 +154,9 @@ class ProcessChannel:
     def _wrap_exec(self, original: Any) -> Any:
         def execv(path: Any, args: Any, *env_args: Any) -> Any:
             session = self.session
-            if session is not None and not session.finished:
+            # An exec that is bound to fail (``execvp`` tries every PATH entry) must
+            # not end the trace of a process that goes on.
+            if session is not None and not session.finished and _can_exec(path):
                 try:
                     token = session.spawn_token({"exec": _decoded(args)[:8]})
                     if env_args:
