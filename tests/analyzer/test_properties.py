@@ -12,6 +12,7 @@ from __future__ import annotations
 import tempfile
 from collections import deque
 from dataclasses import dataclass, field
+from itertools import pairwise
 from pathlib import Path
 
 from hypothesis import HealthCheck, given, settings
@@ -188,7 +189,7 @@ def check_explanation(sim: Sim, run: Run, query: str, target: str, key: str) -> 
     assert sim.first[(role[steps[0].process], query)] == steps[0].clock
     assert steps[-1].action == "runs" and steps[-1].method == target
     assert steps[-1].process == key
-    for a, b in zip(steps, steps[1:], strict=False):
+    for a, b in pairwise(steps):
         pa, pb = role[a.process], role[b.process]
         if b.action == "recv":
             assert a.action == "send" and (pa, a.clock) in sim.anc[(pb, b.clock)]
