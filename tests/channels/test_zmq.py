@@ -261,6 +261,9 @@ def test_router_dealer_envelopes(traced) -> None:
     assert all(s.meta["fp"] == r.meta["fp"] for s, r in into_router + back)
     senders = {s.process for s, _ in into_router}
     assert senders == {r.process for _, r in back}
+    # the ROUTER names each peer by its routing id: a reply goes where that request came from
+    peer_of = {r.meta["peer"]: s.process for s, r in into_router}
+    assert len(peer_of) == 2 and all(peer_of[s.meta["peer"]] == r.process for s, r in back)
     impacted = traced.impacted("zmq_app.dealer_before_send")
     assert "zmq_app.router_after_recv" in impacted
     assert "zmq_app.router_before_recv" not in impacted

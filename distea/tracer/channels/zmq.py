@@ -26,7 +26,10 @@ process id. A direction suffix tells the two ways apart:
 connected ones, ``"ENDPOINT connect>bind"`` the other way. A socket with
 several endpoints is named by its first bind, else its first connect (which
 peer a message came from is not observable). PUB/XPUB/RADIO sends carry
-``meta["fanout"] = True``.
+``meta["fanout"] = True``. ROUTER sends and receives carry ``meta["peer"]``,
+the routing id (first frame, hex): a reply sent to peer X goes to the
+process whose request the ROUTER received from X, which lets an analyzer
+tell apart replies that share a fingerprint.
 
 A send's clock is taken before the frame is handed over and its record
 written after success (:func:`~distea.tracer.channels.multiprocessing.
@@ -54,6 +57,7 @@ KIND = "zmq"
 FANOUT_TYPES = frozenset(t for t in (getattr(zmq, "PUB", None), getattr(zmq, "XPUB", None),
                                       getattr(zmq, "RADIO", None)) if t is not None)
 SNDMORE = zmq.SNDMORE
+ROUTER = zmq.ROUTER
 
 
 def normalise_endpoint(addr: str) -> str:
@@ -93,15 +97,26 @@ def frame_fingerprint(frame: Any) -> int:
     return (len(view) << 32) | zlib.crc32(view)
 
 
+def _peer_id(frame: Any) -> str:
+    """A ROUTER's routing id (its message's first frame), as hex."""
+    data = frame.bytes if isinstance(frame, zmq.Frame) else bytes(memoryview(frame))
+    return data[:64].hex()
+
+
 class _SocketState:
     """What one libzmq socket has bound and connected, and its message counts."""
 
-    __slots__ = ("bound", "channels", "connected", "fanout", "received", "sent")
+    __slots__ = ("bound", "channels", "connected", "fanout", "received", "recv_peer", "router",
+                 "send_peer", "sent")
 
     def __init__(self, socket_type: int) -> None:
         self.bound: list[str] = []
         self.connected: list[str] = []
         self.fanout = socket_type in FANOUT_TYPES
+        self.router = socket_type == ROUTER
+        self.send_peer: str | None = None
+        """ROUTER: routing id (first frame) of the message being sent, once seen."""
+        self.recv_peer: str | None = None
         self.sent = 0
         self.received = 0
         self.channels: tuple[str, str] | None = None
@@ -235,7 +250,14 @@ class ZmqChannel:
 
         def send(sock: Any, data: Any, flags: int = 0, *args: Any, **kwargs: Any) -> Any:
             if flags & SNDMORE:
-                return original(sock, data, flags, *args, **kwargs)
+                result = original(sock, data, flags, *args, **kwargs)
+                try:
+                    state = channel._traced(sock)
+                    if state is not None and state.router and state.send_peer is None:
+                        state.send_peer = _peer_id(data)
+                except Exception:
+                    channel._error()
+                return result
             state = reserved = None
             try:
                 state = channel._traced(sock)
@@ -267,6 +289,8 @@ class ZmqChannel:
                     more = frame.more if isinstance(frame, zmq.Frame) else sock.get(zmq.RCVMORE)
                     if not more:
                         channel._record(state, frame, None)
+                    elif state.router and state.recv_peer is None:
+                        state.recv_peer = _peer_id(frame)
             except Exception:
                 channel._error()
             return frame
@@ -304,10 +328,14 @@ class ZmqChannel:
         if reserved is not None:
             if state.fanout:
                 meta["fanout"] = True
+            if state.router:
+                meta["peer"], state.send_peer = state.send_peer, None
             index = state.sent
             state.sent += 1
             commit_send(session, reserved, KIND, channels[0], index, index + 1, meta)
         else:
+            if state.router:
+                meta["peer"], state.recv_peer = state.recv_peer, None
             index = state.received
             state.received += 1
             session.recv(KIND, channels[1], index, index + 1, meta)
