@@ -271,7 +271,17 @@ def _match_stream(m: Matching, sends: list[int], recvs: list[int], out: _Result)
                 if s is not None:
                     carriers.append(s)
                     received.add(j)
-            if len(carriers) == 1 and (one_to_one or len(candidates) == 1):
+            certain = one_to_one or len(candidates) == 1
+            if not carriers and one_to_one and len(send_gens) > 1:
+                # generations out of step (a connection one side never used?): any
+                # generation that holds the byte is a candidate
+                certain = False
+                for j in range(len(send_gens)):
+                    s = _carrier(events, send_gens[j][1], starts[j], byte)
+                    if s is not None:
+                        carriers.append(s)
+                        received.add(j)
+            if len(carriers) == 1 and certain:
                 m.edges.append((carriers[0], r))
                 out.matched += 1
             elif carriers:

@@ -217,3 +217,14 @@ def test_unknown_kind_is_paired_as_messages_and_noted(tb: TraceBuilder) -> None:
     run = load(tb)
     assert pairs(run) == {(("A", 1), ("B", 2))}
     assert any("carrier-pigeon" in p for p in run.problems)
+
+
+def test_stream_generations_out_of_step_fall_back_to_uncertain(tb: TraceBuilder) -> None:
+    a, b = tb.process("A"), tb.process("B")
+    a.send(1, "tcp", "a>b", 0, 3)  # a first connection B never read from
+    a.send(4, "tcp", "a>b", 0, 5)
+    b.recv(6, "tcp", "a>b", 0, 5)
+    run = load(tb)
+    m = run.matching
+    assert (m.matched, m.ambiguous) == (0, 1)
+    assert [m.events[s].clock for s in run.order.sources[m.uncertain[0][0]]] == [4]
