@@ -42,7 +42,6 @@ multiprocessing pays one set lookup per import.
 from __future__ import annotations
 
 import contextlib
-import importlib.abc
 import os
 import socket
 import stat
@@ -123,8 +122,12 @@ def _peer(sock: socket.socket) -> Any:
         return None
 
 
-class ImportHooks(importlib.abc.MetaPathFinder):
+class ImportHooks:
     """Run callbacks right after a module has executed (post-import hooks).
+
+    A ``sys.meta_path`` finder by duck typing (``find_spec``); importing
+    ``importlib.abc`` for the base class would cost every traced process
+    several milliseconds at start-up.
 
     Sits first on ``sys.meta_path`` and answers only for the watched names:
     it asks the finders after it for the real spec and wraps that spec's

@@ -35,7 +35,6 @@ completion observed only through ``Work.is_completed``/``get_future``.
 
 from __future__ import annotations
 
-import inspect
 import threading
 from collections import OrderedDict, defaultdict
 from collections.abc import Callable
@@ -84,6 +83,8 @@ class _Call:
     __slots__ = ("defaults", "names")
 
     def __init__(self, function: Callable[..., Any]) -> None:
+        import inspect  # only once torch.distributed is imported: costs ms at start-up
+
         parameters: Any
         try:
             parameters = inspect.signature(function).parameters
