@@ -1,0 +1,99 @@
+"""Installing and uninstalling the message channels leaves the program's world as it was."""
+
+from __future__ import annotations
+
+import os
+import socket
+import sys
+import threading
+import types
+from typing import Any
+
+import zmq
+
+from distea.tracer.channels.datagrams import DatagramChannel
+from distea.tracer.channels.multiprocessing import IMPORT_HOOKS, ImportHooks, MultiprocessingChannel
+from distea.tracer.channels.sockets import SocketChannel
+from distea.tracer.channels.torch_distributed import TorchDistributedChannel
+from distea.tracer.channels.zmq import ZmqChannel
+
+
+class StubSession:
+    """Just enough of TracerSession for install/uninstall; records nothing."""
+
+    def __init__(self) -> None:
+        self.channels: list[Any] = []
+        self.local = threading.local()
+        self.errors = 0
+        self.finished = False
+        self.emitter = types.SimpleNamespace(_socket=None)
+
+
+def patched_state() -> dict[str, Any]:
+    import multiprocessing.connection as connection
+
+    return {
+        "os.read": os.read, "os.write": os.write, "os.pipe": os.pipe, "os.open": os.open,
+        "os.close": os.close, "os.dup": os.dup, "os.dup2": os.dup2,
+        "socketpair": socket.socketpair, "sendto": socket.socket.sendto,
+        "recvfrom": socket.socket.recvfrom, "recvfrom_into": socket.socket.recvfrom_into,
+        "send": socket.socket.send, "recv": socket.socket.recv,
+        "zmq.send": zmq.Socket.send, "zmq.recv": zmq.Socket.recv, "zmq.bind": zmq.Socket.bind,
+        "zmq.connect": zmq.Socket.connect, "zmq.close": zmq.Socket.close,
+        "mp.send": connection.Connection._send_bytes,
+        "mp.recv": connection.Connection._recv_bytes,
+        "meta_path": list(sys.meta_path),
+    }
+
+
+def test_install_then_uninstall_restores_everything() -> None:
+    before = patched_state()
+    session = StubSession()
+    channels = [SocketChannel(), DatagramChannel(), MultiprocessingChannel(), ZmqChannel(),
+                TorchDistributedChannel()]
+    for channel in channels:
+        channel.install(session)  # type: ignore[arg-type]
+        session.channels.append(channel)
+    during = patched_state()
+    changed = {k for k in before if during[k] is not before[k] and k != "meta_path"}
+    assert changed == set(before) - {"meta_path"}
+    for channel in reversed(channels):
+        channel.uninstall()
+    after = patched_state()
+    assert {k for k in before if after[k] != before[k]} == set()
+    assert not IMPORT_HOOKS.installed and not IMPORT_HOOKS.watched
+    assert session.errors == 0
+
+
+def test_patched_os_functions_keep_their_names() -> None:
+    session = StubSession()
+    channel = DatagramChannel()
+    channel.install(session)  # type: ignore[arg-type]
+    try:
+        assert os.read.__name__ == "read" and os.write.__doc__
+        r, w = os.pipe()
+        assert os.write(w, b"x") == 1 and os.read(r, 1) == b"x"
+        os.close(r)
+        os.close(w)
+    finally:
+        channel.uninstall()
+
+
+def test_import_hook_runs_after_the_module_and_once(tmp_path, monkeypatch) -> None:
+    (tmp_path / "distea_hook_probe.py").write_text("VALUE = 42\n")
+    monkeypatch.syspath_prepend(str(tmp_path))
+    hooks = ImportHooks()
+    seen: list[int] = []
+    hooks.when_imported("distea_hook_probe", lambda module: seen.append(module.VALUE))
+    try:
+        import distea_hook_probe  # noqa: F401
+
+        assert seen == [42]
+        loader = sys.modules["distea_hook_probe"].__spec__.loader
+        assert "exec_module" not in vars(loader)  # the per-module wrapper is gone
+        hooks.when_imported("distea_hook_probe", lambda module: seen.append(0))
+        assert seen == [42, 0]  # already imported: called at once
+    finally:
+        hooks.remove()
+        sys.modules.pop("distea_hook_probe", None)
+    assert hooks not in sys.meta_path
