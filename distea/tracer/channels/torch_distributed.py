@@ -153,11 +153,14 @@ class TorchDistributedChannel:
         if work is None and c10d is not None:
             work = getattr(c10d, "Work", None)
         if work is not None and hasattr(work, "wait"):
+            original_wait = work.wait
             try:
-                self.patches.replace(work, "wait", self._wait_wrapper(work.wait))
-                self.wait_patched = True
+                work.wait = original_wait  # can this (pybind11) class be patched at all?
             except (AttributeError, TypeError):
-                self.wait_patched = False
+                self.wait_patched = False  # receives of async calls are recorded early
+            else:
+                self.patches.replace(work, "wait", self._wait_wrapper(original_wait))
+                self.wait_patched = True
 
     def _wrap(self, owners: list[Any], name: str,
               make: Callable[[str, Callable[..., Any], str], Callable[..., Any]],
