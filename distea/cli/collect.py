@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import signal
 import socket
 import sys
@@ -80,6 +81,7 @@ def collect(listen: str, output: Path | None, key_file: Path | None, until_idle:
     try:
         collector = Collector(run_dir, listen, keys)
     except zmq.ZMQError as exc:
+        shutil.rmtree(run_dir, ignore_errors=True)  # ours, and still empty
         _fail(f"cannot listen on {listen}: {exc}")
     key_path = key_file or run_dir / KEY_FILE_NAME
     try:
