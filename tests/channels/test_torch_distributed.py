@@ -318,7 +318,9 @@ def test_fake_async_receive_waits_for_wait() -> None:
     channel = TorchDistributedChannel()
     channel.session = session  # type: ignore[assignment]
     dist = fake_dist(1)
+    raw_wait = vars(dist.Work)["wait"]
     channel.patch_module(dist)
+    assert channel.wait_patched and vars(dist.Work)["wait"] is not raw_wait
     try:
         work = dist.all_reduce(object(), async_op=True)
         assert [r[0] for r in session.records] == ["send"]
@@ -330,6 +332,32 @@ def test_fake_async_receive_waits_for_wait() -> None:
         channel.uninstall()
     assert dist.all_reduce.__name__ == "all_reduce" and not hasattr(dist.all_reduce,
                                                                     "__wrapped__")
+    assert vars(dist.Work)["wait"] is raw_wait
+
+
+def test_fake_work_class_that_refuses_patching_records_receives_early() -> None:
+    """Like a C extension type: Work.wait cannot be replaced."""
+    session = FakeSession()
+    channel = TorchDistributedChannel()
+    channel.session = session  # type: ignore[assignment]
+    dist = fake_dist(0)
+
+    class Frozen(type):
+        def __setattr__(cls, name: str, value: Any) -> None:
+            raise TypeError("can't set attributes of this extension type")
+
+    class Work(metaclass=Frozen):
+        def wait(self) -> bool:
+            return True
+
+    dist.Work = Work
+    channel.patch_module(dist)
+    try:
+        assert not channel.wait_patched
+        dist.all_reduce(object(), async_op=True)
+        assert [r[0] for r in session.records] == ["send", "recv"]
+    finally:
+        channel.uninstall()
 
 
 def test_fake_module_in_sys_modules_is_patched_on_install(fake_torch) -> None:

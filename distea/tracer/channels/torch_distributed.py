@@ -113,6 +113,7 @@ class TorchDistributedChannel:
         """id(work) → (work, receives to record when it is waited for)."""
         self.guard = threading.local()
         self.wait_patched = False
+        self._restore_wait: tuple[type, Any] | None = None
         self.session: TracerSession | None = None
         self.dist: Any = None
 
@@ -125,6 +126,14 @@ class TorchDistributedChannel:
         if not IMPORT_HOOKS.watched:
             IMPORT_HOOKS.remove()
         self.patches.restore()
+        if self._restore_wait is not None:
+            work, raw = self._restore_wait
+            self._restore_wait = None
+            if raw is not None:
+                setattr(work, "wait", raw)  # noqa: B010
+            else:
+                delattr(work, "wait")
+            self.wait_patched = False
 
     def _on_import(self, module: ModuleType) -> None:
         try:
@@ -153,14 +162,27 @@ class TorchDistributedChannel:
         if work is None and c10d is not None:
             work = getattr(c10d, "Work", None)
         if work is not None and hasattr(work, "wait"):
-            original_wait = work.wait
-            try:
-                work.wait = original_wait  # can this (pybind11) class be patched at all?
-            except (AttributeError, TypeError):
-                self.wait_patched = False  # receives of async calls are recorded early
-            else:
-                self.patches.replace(work, "wait", self._wait_wrapper(original_wait))
-                self.wait_patched = True
+            self._patch_wait(work)
+
+    def _patch_wait(self, work: type) -> None:
+        """Wrap ``Work.wait``, keeping the raw class attribute for the restore.
+
+        pybind11 stores methods as ``instancemethod`` objects in the class
+        dict; ``getattr`` returns the bare function, which put back would no
+        longer bind ``self``. So the raw entry is both the no-op write that
+        tests whether the class can be patched at all and what is restored.
+        """
+        raw = vars(work).get("wait")
+        try:
+            if raw is not None:
+                setattr(work, "wait", raw)  # noqa: B010 (a no-op write: is it allowed?)
+            wrapper = self._wait_wrapper(getattr(work, "wait"))  # noqa: B009
+            setattr(work, "wait", wrapper)  # noqa: B010
+        except (AttributeError, TypeError):
+            self.wait_patched = False  # receives of async calls are recorded early
+            return
+        self.wait_patched = True
+        self._restore_wait = (work, raw)
 
     def _wrap(self, owners: list[Any], name: str,
               make: Callable[[str, Callable[..., Any], str], Callable[..., Any]],
