@@ -296,3 +296,36 @@ def test_endpoint_normalisation(tmp_path, monkeypatch) -> None:
     assert normalise_endpoint("ipc://@abstract") == "ipc://@abstract"
     assert normalise_endpoint("inproc://name").startswith("inproc://name@")
     assert normalise_endpoint("tcp://10.9.8.7:1") == "tcp://10.9.8.7:1"
+
+
+AMBIGUOUS = r"""
+import subprocess, sys, zmq
+
+def before_send_a(): return 1
+def before_send_b(): return 2
+def after_recv(m): return m
+
+if len(sys.argv) > 1:
+    ctx = zmq.Context(); s = ctx.socket(zmq.PUSH); s.connect(sys.argv[2])
+    (before_send_a if sys.argv[1] == "a" else before_send_b)()
+    s.send(b"same payload"); s.close(); ctx.term()
+else:
+    ctx = zmq.Context(); pull = ctx.socket(zmq.PULL); pull.setsockopt(zmq.RCVTIMEO, 10000)
+    port = pull.bind_to_random_port("tcp://127.0.0.1")
+    children = [subprocess.Popen([sys.executable, __file__, w, f"tcp://127.0.0.1:{port}"])
+                for w in "ab"]
+    got = [pull.recv(), pull.recv()]
+    after_recv(got)
+    for c in children: c.wait(timeout=30)
+    pull.close(); ctx.term()
+    print(got)
+"""
+
+
+def test_identical_messages_from_two_pushers_are_safe(program) -> None:
+    script = program("zmq_ambiguous.py", AMBIGUOUS)
+    traced = run_both(script)
+    counts = traced.run.matching.by_kind["zmq"]
+    assert counts.ambiguous == 2 and counts.external == 0
+    for query in ("zmq_ambiguous.before_send_a", "zmq_ambiguous.before_send_b"):
+        assert "zmq_ambiguous.after_recv" in traced.impacted(query)

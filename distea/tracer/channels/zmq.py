@@ -188,8 +188,11 @@ class ZmqChannel:
             result = original(sock, addr, *args, **kwargs)
             try:
                 session = channel.session
-                if session is not None and sock is not session.emitter._socket:
-                    text = addr.decode() if isinstance(addr, bytes) else str(addr)
+                text = addr.decode() if isinstance(addr, bytes) else str(addr)
+                emitter = session.emitter if session is not None else None
+                # the emitter connects before it names its socket: know it by its endpoint
+                if emitter is not None and sock is not emitter._socket and (
+                        text != getattr(emitter, "endpoint", None)):
                     if binding:
                         last = sock.get(zmq.LAST_ENDPOINT)
                         if last:
