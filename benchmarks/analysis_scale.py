@@ -68,7 +68,8 @@ def write_synthetic_run(path: Path, processes: int, messages: int, methods: int,
             records[dst].append([Tag.RECV, clocks[dst], "mp", channel, 0, 1, -1, 1, None])
     procs_dir = path / PROCS_DIR
     procs_dir.mkdir(parents=True, exist_ok=True)
-    (path / RUN_META).write_text(json.dumps({"format": FORMAT_VERSION, "id": path.name}))
+    (path / RUN_META).write_text(json.dumps({"format": FORMAT_VERSION, "id": path.name,
+                                             "finished_at": time.time()}))
     for p in range(processes):
         key = f"bench:{1000 + p}:0"
         header = {

@@ -182,3 +182,13 @@ def test_impact_diff_from_the_command_line(tb: TraceBuilder, tmp_path: Path) -> 
     assert result.exit_code == 0, result.output
     data = json.loads(result.stdout)
     assert data["methods"] == ["app.g"] and data["queries"] == ["--diff HEAD"]
+
+
+def test_clean_run_has_no_problems(tb: TraceBuilder) -> None:
+    a, b = tb.process("A"), tb.process("B")
+    a.run("app.f", 1, 1)
+    a.send(2, "mp", "a>b")
+    b.recv(1, "mp", "a>b")
+    data = json.loads(invoke("show", "--run", str(tb.write()), "--json").stdout)
+    assert data["problems"] == []
+    assert data["messages"]["matched"] == 1 and data["messages"]["unmatched"] == 0

@@ -165,6 +165,7 @@ class TraceBuilder:
     """A run directory under construction; ``write()`` puts it on disk."""
 
     def __init__(self, path: Path, *, host: str = "h", meta: dict[str, Any] | None = None) -> None:
+        """``meta`` goes into run.json (a finished run by default: ``finished_at`` is set)."""
         self.path = Path(path)
         self.host = host
         self.meta = meta or {}
@@ -203,7 +204,8 @@ class TraceBuilder:
         procs_dir = self.path / PROCS_DIR
         procs_dir.mkdir(parents=True, exist_ok=True)
         (self.path / RUN_META).write_text(
-            json.dumps({"format": FORMAT_VERSION, "id": self.path.name, **self.meta})
+            json.dumps({"format": FORMAT_VERSION, "id": self.path.name, "finished_at": 1.0,
+                        **self.meta})
         )
         for proc in self.procs:
             if getattr(proc, "complete", True) and not any(r[0] == Tag.END for r in proc.records):
