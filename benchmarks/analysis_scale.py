@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import random
 import shutil
 import statistics
@@ -161,6 +162,8 @@ def measure_analysis_scale(
             gen = time.perf_counter() - t0
             row = measure_one(path, queries)
             row["generate_s"] = gen
+            row["loadavg_1m"] = os.getloadavg()[0]
+            row["cpus"] = os.cpu_count()
             row["config"] = {"processes": processes, "messages": messages, "methods": methods}
             results.append(row)
             shutil.rmtree(path, ignore_errors=True)
@@ -183,6 +186,10 @@ def markdown(rows: list[dict[str, Any]]) -> str:
             f"| {r['impact_median_ms']:.1f} "
             f"| {r['deps_median_ms']:.1f} |"
         )
+    if rows:
+        loads = ", ".join(f"{r['loadavg_1m']:.1f}" for r in rows)
+        lines.append(f"\n(load average during the rows: {loads} on {rows[0]['cpus']} CPUs; "
+                     "timings on a busy machine are inflated)")
     return "\n".join(lines)
 
 
