@@ -29,6 +29,8 @@ from pathlib import Path
 from typing import Any
 
 from benchmarks.workloads.registry import WORKLOADS, Workload
+from benchmarks.workloads.timing import TIMING_ENV
+from benchmarks.workloads.timing import read as read_loop_time
 from benchmarks.workloads.tools import REPO, TOOLS, distea_process_sizes, tree_size
 
 RESULTS = Path(__file__).resolve().parent / "results"
@@ -93,6 +95,7 @@ def measure_overhead(workloads: list[Workload], tools: list[str], repeats: int, 
             continue
         argv = workload.argv(quick)
         times: dict[str, list[float]] = {t: [] for t in tools}
+        loops: dict[str, list[float]] = {t: [] for t in tools}
         errors: dict[str, str] = {}
         sizes: dict[str, Any] = {}
         for rep in range(repeats):
@@ -102,7 +105,12 @@ def measure_overhead(workloads: list[Workload], tools: list[str], repeats: int, 
                     continue
                 out = Path(tempfile.mkdtemp(prefix="bench-", dir=keep))
                 prepared = TOOLS[tool_name].prepare(argv, out)
-                elapsed, rc, stderr = run_one(prepared.argv, prepared.env)
+                timing_file = out / "loop-time.txt"
+                elapsed, rc, stderr = run_one(prepared.argv,
+                                              {**prepared.env, TIMING_ENV: str(timing_file)})
+                loop = read_loop_time(str(timing_file))
+                if rc == 0 and loop is not None:
+                    loops[tool_name].append(loop)
                 if rc != 0:
                     errors[tool_name] = f"exit {rc}: {stderr.strip().splitlines()[-1:]}"
                     print(f"  {workload.name} / {tool_name}: failed ({errors[tool_name]})",
@@ -123,9 +131,14 @@ def measure_overhead(workloads: list[Workload], tools: list[str], repeats: int, 
         medians = {t: statistics.median(v) for t, v in times.items() if v}
         base = medians.get("untraced")
         ratios = {t: m / base for t, m in medians.items()} if base else {}
+        loop_medians = {t: statistics.median(v) for t, v in loops.items() if v}
+        loop_base = loop_medians.get("untraced")
         row = {"workload": workload.name, "module": workload.module, "argv": argv[1:],
                "distributed": workload.distributed, "cpu_bound": workload.cpu_bound,
                "median_s": medians, "ratio": ratios, "samples_s": times,
+               "loop_median_s": loop_medians, "loop_samples_s": loops,
+               "loop_ratio": ({t: m / loop_base for t, m in loop_medians.items()}
+                              if loop_base else None),
                "errors": errors, "sizes": sizes}
         rows.append(row)
         shown = ", ".join(f"{t} {r:.2f}x" for t, r in ratios.items() if t != "untraced")
@@ -157,6 +170,15 @@ def add_net_ratios(rows: list[dict[str, Any]]) -> None:
                             for t, m in medians.items() if t in fixed}
 
 
+def add_steady_ratios(rows: list[dict[str, Any]]) -> None:
+    """The workload's own loop time where it reports one, else the start-up-excluded ratio."""
+    for row in rows:
+        if row.get("loop_ratio"):
+            row["steady"], row["steady_kind"] = row["loop_ratio"], "loop"
+        elif row.get("net_ratio"):
+            row["steady"], row["steady_kind"] = row["net_ratio"], "start-up subtracted"
+
+
 def overhead_table(rows: list[dict[str, Any]], tools: list[str], key: str = "ratio") -> str:
     traced = [t for t in tools if t != "untraced"]
     head = "| workload | untraced (s) | " + " | ".join(traced) + " | distea compact target |"
@@ -177,9 +199,12 @@ def overhead_table(rows: list[dict[str, Any]], tools: list[str], key: str = "rat
                 cells.append(f"{ratios[t]:.2f}x")
             else:
                 cells.append("-")
-        base = row["median_s"].get("untraced")
-        lines.append(f"| {row['workload']} | {base:.2f} | " if base else
-                     f"| {row['workload']} | - | ")
+        medians = row["loop_median_s"] if key == "steady" and row.get(
+            "steady_kind") == "loop" else row["median_s"]
+        base = medians.get("untraced")
+        name = row["workload"] + (" †" if key == "steady" and row.get("steady_kind")
+                                  != "loop" else "")
+        lines.append(f"| {name} | {base:.2f} | " if base else f"| {name} | - | ")
         lines[-1] += " | ".join(cells) + f" | {target_verdict(row, ratios)} |"
     return "\n".join(lines)
 
@@ -448,6 +473,9 @@ def select_workloads(only: list[str]) -> list[Workload]:
     if not chosen:
         raise SystemExit(f"no workload matches {only}; known: "
                          + ", ".join(w.module.rsplit('.', 1)[-1] for w in WORKLOADS))
+    empty = next(w for w in WORKLOADS if w.module == EMPTY_MODULE)
+    if empty not in chosen and any(w.distributed for w in chosen):
+        chosen.insert(0, empty)  # the samples' start-up-excluded ratios need it
     return chosen
 
 
@@ -492,6 +520,7 @@ def main(argv: list[str] | None = None) -> int:
     try:
         rows = measure_overhead(workloads, tools, repeats, args.quick, keep, log)
         add_net_ratios(rows)
+        add_steady_ratios(rows)
         precision = ([] if args.no_precision else measure_precision(rows, log))
     finally:
         shutil.rmtree(keep, ignore_errors=True)
@@ -507,10 +536,13 @@ def main(argv: list[str] | None = None) -> int:
         "",
         overhead_table(rows, tools),
         "",
-        "Start-up excluded (each tool's empty-program time subtracted from both sides; "
-        "child processes still pay their own start-up):",
+        "Steady state: the workload's own timing of its main loop (client side for the "
+        "two-process loops), free of interpreter and tool start-up and shutdown; † the "
+        "samples time nothing themselves: their wall time minus each tool's empty-program "
+        "time, on both sides (child processes still pay their own start-up). Untraced "
+        "column: seconds of that loop.",
         "",
-        overhead_table(rows, tools, "net_ratio"),
+        overhead_table(rows, tools, "steady"),
         "",
         f"{env['date']}; {env['nproc']} CPUs ({env['cpu']}); Python {env['python']}; "
         f"commit {env['commit'] or '?'}; suite took {elapsed:.0f} s. "

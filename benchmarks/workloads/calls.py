@@ -9,6 +9,8 @@ from __future__ import annotations
 import argparse
 from dataclasses import dataclass
 
+from benchmarks.workloads.timing import timed
+
 
 @dataclass
 class Point:
@@ -57,8 +59,9 @@ def main() -> None:
     args = parser.parse_args()
     scale = make_scaler(0.5)
     acc = 0.0
-    for i in range(args.n):
-        acc += step(i, scale)
+    with timed():
+        for i in range(args.n):
+            acc += step(i, scale)
     print(int(acc) % 1000)
 
 

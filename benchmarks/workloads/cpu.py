@@ -7,6 +7,8 @@ from __future__ import annotations
 
 import argparse
 
+from benchmarks.workloads.timing import timed
+
 
 def fib(n: int) -> int:
     return n if n < 2 else fib(n - 1) + fib(n - 2)
@@ -18,8 +20,9 @@ def main() -> None:
     parser.add_argument("--rounds", type=int, default=3)
     args = parser.parse_args()
     total = 0
-    for _ in range(args.rounds):
-        total += fib(args.n)
+    with timed():
+        for _ in range(args.rounds):
+            total += fib(args.n)
     print(total)
 
 

@@ -17,6 +17,8 @@ import struct
 import subprocess
 import sys
 
+from benchmarks.workloads.timing import timed
+
 HEADER = struct.Struct("!I")
 
 
@@ -78,9 +80,10 @@ def client(n: int) -> None:
     total = 0
     with socket.create_connection(("127.0.0.1", port)) as sock:
         sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
-        for i in range(n):
-            write_frame(sock, encode_request(i))
-            total += int(read_frame(sock))
+        with timed():
+            for i in range(n):
+                write_frame(sock, encode_request(i))
+                total += int(read_frame(sock))
     server.wait(timeout=60)
     print(total)
 

@@ -12,6 +12,8 @@ import sys
 
 import zmq
 
+from benchmarks.workloads.timing import timed
+
 
 def encode_request(i: int) -> bytes:
     return json.dumps({"op": "add", "a": i, "b": i * 3}).encode()
@@ -46,9 +48,10 @@ def client(n: int) -> None:
     req = context.socket(zmq.REQ)
     req.connect(f"tcp://127.0.0.1:{port}")
     total = 0
-    for i in range(n):
-        req.send(encode_request(i))
-        total += int(req.recv())
+    with timed():
+        for i in range(n):
+            req.send(encode_request(i))
+            total += int(req.recv())
     req.close(linger=1000)
     context.term()
     server.wait(timeout=60)
