@@ -139,6 +139,10 @@ def compute_order(m: Matching) -> Order:
     for r in soft:
         code[r] = 2
     snap_vec: list[Vector | None] = [None] * n_events  # vector known at each processed send
+    # clock of the receive that last changed each process's vector (-1: none yet), and
+    # that clock as seen at each send: a receiver that already knows it learns nothing new
+    know_t = [-1] * n
+    snap_t = [-1] * n_events
     lamport = [0] * n_events
     done = bytearray(n_events)
     last_l = [0] * n  # Lamport and clock of each process's last processed event
@@ -180,11 +184,13 @@ def compute_order(m: Matching) -> Order:
             cp = last_c[p]
             rcl = rclocks[p]
             rvs = rvecs[p]
+            kt = know_t[p]
             while i < end:
                 c = clk[i]
                 kind = code[i]
                 if kind == 0:  # send: remember what p knows
                     snap_vec[i] = kp
+                    snap_t[i] = kt
                     lp += c - cp
                     lamport[i] = lp
                     cp = c
@@ -202,14 +208,17 @@ def compute_order(m: Matching) -> Order:
                         waiting.setdefault(s, []).append(p)
                         break
                     sv = snap_vec[s]
-                    # element-wise max: a comprehension is several times faster than map(max)
-                    vec = (list(kp) if sv is kp else
-                           [a if a >= b else b for a, b in zip(kp, sv, strict=True)])  # type: ignore[arg-type]
                     q = proc_of[s]
+                    if sv is kp or kp[q] >= snap_t[s]:
+                        # p already knows the receive that gave q this vector: nothing new
+                        vec = list(kp)
+                    else:  # element-wise max; a comprehension is much faster than map(max)
+                        vec = [a if a >= b else b for a, b in zip(kp, sv, strict=True)]  # type: ignore[arg-type]
                     if clk[s] > vec[q]:
                         vec[q] = clk[s]
                     vec[p] = c
                     kp = tuple(vec)
+                    kt = c
                     rcl.append(c)
                     rvs.append(kp)
                     lp += c - cp
@@ -246,6 +255,7 @@ def compute_order(m: Matching) -> Order:
                             lmax = hv[1] + 1
                     vec[p] = c
                     kp = tuple(vec)
+                    kt = c
                     rcl.append(c)
                     rvs.append(kp)
                     lp = lmax
@@ -257,6 +267,7 @@ def compute_order(m: Matching) -> Order:
                 i += 1
             pos[p] = i
             know[p] = kp
+            know_t[p] = kt
             last_l[p] = lp
             last_c[p] = cp
         stuck = [p for p in range(n) if pos[p] < ends[p]]
