@@ -415,8 +415,9 @@ def _load_process(log: Path, data: RunData) -> None:
                     raise TypeError("method fields")
                 name = f"{module}.{qualname}"
                 names[mid] = name
-                data.methods.setdefault(name, Method(name, module, qualname, file, firstline,
-                                                     lastline))
+                if name not in data.methods:  # most processes declare the same methods
+                    data.methods[name] = Method(name, module, qualname, file, firstline,
+                                                lastline)
             elif tag == t_stats:
                 if not isinstance(rec[1], dict):
                     raise TypeError("STATS is not a map")
