@@ -403,11 +403,16 @@ class Monitor:
     # -- queries used by the session -------------------------------------------
 
     def method_on_stack(self, frame: FrameType | None) -> int:
-        """The id of the innermost in-scope method from ``frame`` outwards, or -1."""
-        states = self.states
+        """The id of the innermost in-scope method from ``frame`` outwards, or -1.
+
+        Called at every send and receive (usually two frames deep: the
+        channel's wrapper, then the user's code).
+        """
+        states_get = self.states.get
+        code_state = CodeState
         while frame is not None:
-            state = states.get(id(frame.f_code))
-            if type(state) is CodeState:
+            state = states_get(id(frame.f_code))
+            if type(state) is code_state:
                 if not state.announced:
                     self._announce(state)
                 return state.mid
