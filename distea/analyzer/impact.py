@@ -126,6 +126,10 @@ class Explanation:
         return sum(1 for s in self.steps if s.action == "recv")
 
 
+Via = tuple[int, int] | None
+"""(send id, receive id) that brought the impact into a process, or None for a start."""
+
+
 class Analysis:
     """Precomputed per-process indexes for fast repeated queries on one run."""
 
@@ -150,6 +154,10 @@ class Analysis:
         self.mcov_size = sum(len(ex) for ex in executions.values())
         self._distia: dict[int, list[tuple[int, list[int], list[int]]]] | None = None
         self._by_sender: list[list[tuple[int, int, int, int]]] | None = None
+        self._search_cache: dict[
+            tuple[str, ...],
+            tuple[dict[int, int], dict[int, int], dict[int, list[tuple[int, int, Via]]]],
+        ] = {}
 
     def prepare(self) -> None:
         """Build the indexes every impact query needs (the DistIA baseline's), up front."""
@@ -335,34 +343,28 @@ class Analysis:
             self._by_sender = by
         return self._by_sender
 
-    def explain(
-        self, queries: list[str], methods: list[str], target: str, process: str | None = None
-    ) -> Explanation:
-        firsts = self.query_firsts(methods)
+    def _search(
+        self, methods: tuple[str, ...]
+    ) -> tuple[dict[int, int], dict[int, int], dict[int, list[tuple[int, int, Via]]]]:
+        """Query firsts, impact starts, and the breadth-first search by messages.
+
+        ``hist[p]`` lists every improvement of the earliest clock of ``p`` reachable
+        from a query start: (number of messages, clock, (send, receive) or None). The
+        search scans each send at most once over all levels; it is cached per query,
+        so explaining many targets of one query (the HTML report) costs one search.
+        """
+        cached = self._search_cache.get(methods)
+        if cached is not None:
+            return cached
         m = self.matching
-        candidates = [
-            (p, self.executions[key][target])
-            for p, key in enumerate(self.keys)
-            if target in self.executions.get(key, {}) and (process is None or key == process)
-        ]
+        firsts = self.query_firsts(list(methods))
         starts = self.starts(firsts)
-        impacted_in = [(p, e) for p, e in candidates if p in starts and e.last >= starts[p]]
-        if not impacted_in:
-            reason = self._why_not(methods, target, candidates, starts, firsts)
-            return Explanation(list(queries), target, None, False, [], reason)
-        # Breadth-first by messages: reach[p] is the earliest clock of p reachable with at
-        # most `level` messages; hist[p] keeps every improvement (level, clock, (send, recv)).
-        start_of = {p: (f, self._query_method_at(p, methods, f)) for p, f in firsts.items()}
         reach: dict[int, int] = dict(firsts)
-        hist: dict[int, list[tuple[int, int, tuple[int, int] | None]]] = {
-            p: [(0, f, None)] for p, f in firsts.items()
-        }
+        hist: dict[int, list[tuple[int, int, Via]]] = {p: [(0, f, None)] for p, f in firsts.items()}
         old_reach: dict[int, int | None] = {p: None for p in firsts}
         by_sender = self._pairs_by_sender()
-        goal = {p: e.last for p, e in impacted_in}
         level = 0
-        found = next((p for p in goal if p in reach and reach[p] <= goal[p]), None)
-        while found is None and old_reach:
+        while old_reach:
             level += 1
             new: dict[int, tuple[int, int, int]] = {}
             for y, prev in old_reach.items():
@@ -380,15 +382,41 @@ class Analysis:
                 old_reach[p] = reach.get(p)
                 reach[p] = rc
                 hist.setdefault(p, []).append((level, rc, (s, r)))
-            found = next((p for p in goal if p in reach and reach[p] <= goal[p]), None)
-        if found is None:  # cannot happen: the sweep and this search follow the same edges
+        if len(self._search_cache) >= 16:
+            self._search_cache.clear()
+        self._search_cache[methods] = (firsts, starts, hist)
+        return firsts, starts, hist
+
+    def explain(
+        self, queries: list[str], methods: list[str], target: str, process: str | None = None
+    ) -> Explanation:
+        m = self.matching
+        firsts, starts, hist = self._search(tuple(methods))
+        candidates = [
+            (p, self.executions[key][target])
+            for p, key in enumerate(self.keys)
+            if target in self.executions.get(key, {}) and (process is None or key == process)
+        ]
+        impacted_in = [(p, e) for p, e in candidates if p in starts and e.last >= starts[p]]
+        if not impacted_in:
+            reason = self._why_not(methods, target, candidates, starts, firsts)
+            return Explanation(list(queries), target, None, False, [], reason)
+        # the execution reached with the fewest messages
+        best = min(
+            ((min((h[0] for h in hist.get(p, ()) if h[1] <= e.last), default=None), p)
+             for p, e in impacted_in),
+            key=lambda t: (t[0] is None, t[0] or 0, t[1]),
+        )
+        if best[0] is None:  # cannot happen: the sweep and this search follow the same edges
             return Explanation(list(queries), target, None, True, [],
                                f"{target} is impacted, but no message chain was found")
+        found = best[1]
+        start_of = {p: (f, self._query_method_at(p, methods, f)) for p, f in firsts.items()}
         steps: list[Step] = []
         e_target = self.executions[self.keys[found]][target]
         steps.append(Step(self.keys[found], e_target.last, "runs", target,
                           f"{target} executes at clock {e_target.last}, at or after the "
-                          f"impact start {reach[found]} of its process"))
+                          f"impact start {starts[found]} of its process"))
         p, limit = found, e_target.last
         while True:
             # the improvement with the fewest messages that is early enough
