@@ -41,6 +41,7 @@ class Sim:
     tcp_sent: dict[tuple[int, int], list[tuple[int, int, Node]]] = field(default_factory=dict)
     tcp_read: dict[tuple[int, int], int] = field(default_factory=dict)
     shared: deque[tuple[Node, str]] = field(default_factory=deque)
+    collectives: int = 0
 
     def event(self, p: int, *sources: Node) -> Node:
         self.clock[p] += 1
@@ -106,6 +107,18 @@ def simulate(steps: list[tuple[int, int, int, int]], n: int, path: Path,
                 procs[p].recv(node[1], "tcp", f"{key[0]}>{key[1]}", a, bend)
             sim.recvs.add(node)
             sim.msgs.add(node)
+        elif action == 4 and not shared_fps:  # a torch all_reduce among every process
+            sim.collectives += 1
+            channel = f"g:{sim.collectives}"
+            entries = []
+            for q in range(n):
+                node = sim.event(q)
+                entries.append(node)
+                procs[q].send(node[1], "torch", channel, op="all_reduce", role="all")
+            for q in range(n):
+                node = sim.event(q, *entries)
+                procs[q].recv(node[1], "torch", channel, op="all_reduce", role="all")
+                sim.recvs.add(node)
         elif action == 4 and shared_fps:  # put on a shared queue (identical payloads likely)
             node = sim.event(p)
             fp = "ab"[y % 2]
@@ -145,7 +158,7 @@ def as_pairs(run: Run, pairs: object) -> set[tuple[int, str]]:
     return {(int(run.processes[k].role[1:]), m) for k, m in pairs}  # type: ignore[attr-defined]
 
 
-step = st.tuples(st.integers(0, 4), st.integers(0, 3), st.integers(0, 7), st.integers(0, 9))
+step = st.tuples(st.integers(0, 4), st.integers(0, 4), st.integers(0, 7), st.integers(0, 9))
 shared_step = st.tuples(st.integers(0, 4), st.integers(0, 5), st.integers(0, 7),
                         st.integers(0, 9))
 
