@@ -220,7 +220,8 @@ class Monitor:
         Closures over locals: each name below is a fast local or cell lookup
         instead of an attribute lookup on ``self`` per event.
         """
-        states_get = self.states.get
+        # Any: local callbacks only ever meet in-scope code (see the module docstring)
+        states_get: Callable[[int], Any] = self.states.get
         classify = self._classify
         first_start = self._first_start
         clock = self.clock
@@ -228,6 +229,7 @@ class Monitor:
         rearm_append = self.to_rearm.append
         set_local = MONITOR.set_local_events
         tool = self.tool
+        assert tool is not None, "start() claims the tool id first"
         code_state = CodeState
         disable = DISABLE
         local_events = LOCAL_EVENTS
@@ -329,7 +331,8 @@ class Monitor:
 
     def _full_callbacks(self) -> dict[int, Callable[..., Any]]:
         """Every entry and exit of in-scope code; out-of-scope code is disabled."""
-        states_get = self.states.get
+        # Any: states are narrowed by the type() checks below
+        states_get: Callable[[int], Any] = self.states.get
         classify = self._classify
         first_start = self._first_start
         clock = self.clock
@@ -408,7 +411,8 @@ class Monitor:
         Called at every send and receive (usually two frames deep: the
         channel's wrapper, then the user's code).
         """
-        states_get = self.states.get
+        # Any: states are narrowed by the type() check below
+        states_get: Callable[[int], Any] = self.states.get
         code_state = CodeState
         while frame is not None:
             state = states_get(id(frame.f_code))
