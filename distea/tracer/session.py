@@ -282,11 +282,20 @@ class TracerSession:
         self.monitor.new_epoch()
         self.maybe_flush()
 
-    def before_blocking(self) -> None:
-        """Channels call this just before a receive that may block: a process killed
-        while it waits then loses at most the last few milliseconds before it."""
+    def before_blocking(self, ready: Callable[[], bool] | None = None) -> None:
+        """Channels call this just before a receive that may block.
+
+        Pending records (and moved last clocks) leave first, so that a process
+        killed while it waits has lost nothing it did. To keep request/reply
+        loops cheap, a flush less than ``IDLE_FLUSH_INTERVAL_S`` after the
+        previous one is skipped, unless ``ready`` (when the channel can tell)
+        says the receive will really wait.
+        """
         emitter = self.emitter
-        if self.finished or time.monotonic() - emitter.last_flush < IDLE_FLUSH_INTERVAL_S:
+        if self.finished:
+            return
+        if time.monotonic() - emitter.last_flush < IDLE_FLUSH_INTERVAL_S and (
+                not emitter.pending or ready is None or ready()):
             return
         for record in self.monitor.drain_lasts():
             emitter.add(record)

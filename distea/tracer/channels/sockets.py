@@ -17,6 +17,7 @@ A thread-local guard keeps nested calls (``SSLSocket.send`` falling back on
 from __future__ import annotations
 
 import os
+import select
 import socket
 import ssl
 import struct
@@ -156,7 +157,8 @@ class SocketChannel:
             if getattr(local, "in_socket_call", False):
                 return original(sock, *args, **kwargs)
             try:
-                session.before_blocking()  # the program may block here: records leave
+                # the program may block here: our records leave first
+                session.before_blocking(lambda: _readable(sock))
             except Exception:
                 session.errors += 1
             local.in_socket_call = True
@@ -180,6 +182,14 @@ class SocketChannel:
 
         recv.__wrapped__ = original  # type: ignore[attr-defined]
         self.patches.replace(cls, name, recv)
+
+
+def _readable(sock: Any) -> bool:
+    """Whether a receive on ``sock`` would return at once (one zero-timeout select)."""
+    try:
+        return bool(select.select([sock.fileno()], [], [], 0)[0])
+    except (ValueError, OSError):
+        return False
 
 
 def _bytes_sent(name: str, data: Any, result: Any) -> int:
