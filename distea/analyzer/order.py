@@ -11,11 +11,13 @@ own entry set to the clock (:meth:`Order.vector_at`). Entries never decrease
 along a process, so "the earliest receive in P that knows clock f of X" is a
 binary search (:meth:`Order.earliest_after`).
 
-Uncertain receives (:attr:`Matching.uncertain`) start out ordered after the
-latest send of every candidate chain; when the sweep stalls on a cycle that
-goes through such a candidate, that candidate is causally after the receive
-and the chain steps back to its previous send (DESIGN.md §4: "after every
-candidate send that is not causally after it"). A stall with no uncertain
+Uncertain receives (:attr:`Matching.uncertain`) are ordered after the latest
+send of every candidate chain that is not causally after the receive
+(DESIGN.md §4). A first pass over the certain edges alone finds that send by
+binary search; when the main sweep still stalls on a cycle through such a
+candidate (uncertain edges closing a cycle among themselves), the chain steps
+back to its previous send, and a candidate left out that way stays in
+``Order.extra`` so that reachability still follows it. A stall with no uncertain
 edge on its cycle is a matching bug or a damaged trace: :class:`OrderCycleError`
 names the events, and nothing loops.
 
@@ -120,6 +122,29 @@ def compute_order(m: Matching) -> Order:
     soft: dict[int, list[list]] = {}
     for r, chains in m.uncertain:
         soft.setdefault(r, []).extend([chain, len(chain) - 1] for chain in chains)
+    # Start each candidate chain at its latest send that is not causally after the
+    # receive through certain edges alone (binary search: along a chain, "after the
+    # receive" never turns false again). Only cycles among uncertain edges are left
+    # for the sweep to break, one step at a time.
+    certain: Order | None = None
+    stepped_back = 0  # chains whose latest send(s) are causally after the receive
+    if soft:
+        certain = compute_order(replace(m, uncertain=[]))
+        for r, entries in soft.items():
+            pr, cr = proc_of[r], events[r].clock
+            for entry in entries:
+                chain = entry[0]
+                lo, hi = 0, len(chain)
+                while lo < hi:
+                    mid = (lo + hi) // 2
+                    s = chain[mid]
+                    if certain.happens_before(pr, cr, proc_of[s], events[s].clock):
+                        hi = mid
+                    else:
+                        lo = mid + 1
+                entry[1] = lo - 1
+                if lo < len(chain):
+                    stepped_back += 1
 
     base: Vector = (-1,) * n
     know: list[Vector] = [base] * n
@@ -297,13 +322,12 @@ def compute_order(m: Matching) -> Order:
     if dropped:
         # Which dropped candidates are causally after their receive through certain
         # edges alone? Those could never be the sender; the others stay possible.
-        certain = compute_order(replace(m, uncertain=[]))
+        assert certain is not None
         for r, s in dropped:
             pr, ps = proc_of[r], proc_of[s]
             if not certain.happens_before(pr, events[r].clock, ps, events[s].clock):
                 extra.append((s, r))
-        notes.append(f"{len(dropped) - len(extra)} uncertain candidate sends were causally "
-                     "after their receive and were not used")
+        stepped_back += len(dropped) - len(extra)
         if extra:
             notes.append(f"{len(extra)} uncertain candidate sends could not be placed in one "
                          "consistent order with the others; impact still follows them")
@@ -317,7 +341,7 @@ def compute_order(m: Matching) -> Order:
         hub_of=hub_of,
         lamport=lamport,
         clocks=clocks,
-        dropped_candidates=len(dropped),
+        dropped_candidates=stepped_back + len(extra),
         extra=extra,
         notes=notes,
     )

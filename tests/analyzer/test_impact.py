@@ -324,3 +324,34 @@ def test_explain_with_process_and_line_target(tb: TraceBuilder) -> None:
     assert exp.impacted and exp.process == "h:2:0"
     exp = run.explain("app.q", "app.t", process="C")
     assert not exp.impacted and "never arrives" in exp.reason
+
+
+def test_work_pool_with_identical_payloads_is_fast_and_precise(tb: TraceBuilder) -> None:
+    """A producer hands out look-alike tasks and waits for each result before the next.
+
+    Every task receive is ambiguous (any task send could be it), but each later
+    task send happens after the receive (through the result), so "the latest
+    candidate not causally after" is exactly the real one. 1,000 tasks must
+    not make the analysis quadratic.
+    """
+    prod, workers = tb.process("prod"), [tb.process("w0"), tb.process("w1")]
+    pc, wc = 0, [0, 0]
+    for i in range(1000):
+        k = i % 2
+        pc += 1
+        prod.send(pc, "mp", "tasks", fp="same")
+        wc[k] += 1
+        workers[k].recv(wc[k], "mp", "tasks", fp="same")
+        wc[k] += 1
+        workers[k].send(wc[k], "mp", "results", fp=f"r{i}")
+        pc += 1
+        prod.recv(pc, "mp", "results", fp=f"r{i}")
+    run = load(tb)
+    m = run.matching
+    assert m.ambiguous == 1000
+    for r, _ in m.uncertain:
+        # the i-th task receive of worker k is task 2*j+k, sent at producer clock 2*i+1
+        ev = m.events[r]
+        k = int(run.processes[ev.process].role[1])
+        task = 2 * ((ev.clock - 1) // 2) + k
+        assert [m.events[s].clock for s in run.order.sources[r]] == [2 * task + 1]
