@@ -3,9 +3,10 @@
 Invariants:
 - the traced program never waits on the collector: sends are non-blocking
   and a full queue drops the batch, counting every record lost;
-- memory is bounded: at most ``BATCH_SIZE`` records wait here, plus
-  ZeroMQ's high-water mark of batches in flight; when the collector is slow
-  or gone, further batches are dropped and counted (``dropped``);
+- memory is bounded: at most ``MAX_PENDING`` records wait here, plus
+  ZeroMQ's high-water mark of batches in flight; while ZeroMQ's queue is
+  full, records wait here and leave in bigger batches; past the bound, when
+  the collector is slow or gone, they are dropped and counted (``dropped``);
 - exit is bounded: closing waits at most the linger time for queued batches
   to leave, and much less once the collector has been seen stalling; when
   the wait runs out, ``undelivered`` says so, so that the session can leave
@@ -37,6 +38,8 @@ IDLE_FLUSH_INTERVAL_S = 0.01
 HIGH_WATER_MARK = 128
 FORK_LINGER_MS = 500
 STALLED_LINGER_MS = 200
+MAX_PENDING = 4 * BATCH_SIZE
+"""Records kept in this process while ZeroMQ's queue is full, before they are dropped."""
 """Linger at exit once a send has found the queue full: the collector is likely gone."""
 
 
@@ -56,8 +59,12 @@ class Emitter:
         self.dropped = 0
         """Records given up on: batches refused by a full queue, or built with no socket."""
         self.sent_batches = 0
+        self._flush_at = BATCH_SIZE
+        """``add`` flushes at this many pending records (more while ZeroMQ's queue is full)."""
+        self.deferred = 0
+        """Flushes that found ZeroMQ's queue full and kept their records for the next one."""
         self.stalled = False
-        """A send found ZeroMQ's queue full: the collector is slow, stuck or gone."""
+        """Records were dropped: the collector is slow, stuck or gone."""
         self.undelivered: tuple[int, int] | None = None
         """Set by close() when the linger ran out: (batches, records) possibly never sent."""
         self._recent: deque[int] = deque(maxlen=HIGH_WATER_MARK)
@@ -89,7 +96,7 @@ class Emitter:
     def add(self, record: list[Any]) -> None:
         """Queue one record; send a batch when enough has gathered."""
         self.pending.append(record)
-        if len(self.pending) >= BATCH_SIZE:
+        if len(self.pending) >= self._flush_at:
             self.flush()
 
     @property
@@ -123,26 +130,63 @@ class Emitter:
             self._lock.release()
 
     def _send(self, records: list[Any], final: bool) -> None:
+        """Hand one batch to ZeroMQ; called with the lock held.
+
+        When ZeroMQ's queue is full (the collector is behind), the records
+        are kept for the next flush, which sends them in a bigger batch: a
+        burst of small flushes turns into fewer, larger batches instead of
+        losses. Only past ``MAX_PENDING`` records are they dropped (and
+        counted). The final batch may wait for room, up to the linger time.
+        """
         if self._socket is None and not self._closed:
             self._connect()
-        if self._socket is None:
+        sock = self._socket
+        if sock is None:
             self.dropped += len(records)
+            return
+        if not final and not int(sock.getsockopt(zmq.EVENTS)) & zmq.POLLOUT:
+            self._back_off(records)
             return
         pack = self._packer.pack
         payload = b"".join([pack(r) for r in records])
         header = msgpack.packb([FORMAT_VERSION, self.key, self._seq, final])
+        frames = [WIRE_MAGIC, header, payload]
         try:
             # copy=True: a zero-copy send of a large frame starts pyzmq's garbage
             # collector *thread*, which the program would see in threading.enumerate().
-            self._socket.send_multipart([WIRE_MAGIC, header, payload], flags=zmq.NOBLOCK,
-                                        copy=True)
+            if final:
+                sock.setsockopt(zmq.SNDTIMEO, STALLED_LINGER_MS if self.stalled
+                                else self.linger_ms)
+                sock.send_multipart(frames, copy=True)
+            else:
+                sock.send_multipart(frames, flags=zmq.NOBLOCK, copy=True)
+        except zmq.Again:
+            if final:
+                self._drop(records)
+            else:
+                self._back_off(records)
+                return
         except zmq.ZMQError:
-            self.dropped += len(records)
-            self.stalled = True
+            self._drop(records)
         else:
             self.sent_batches += 1
             self._recent.append(len(records))
+            self._flush_at = BATCH_SIZE
         self._seq += 1
+
+    def _back_off(self, records: list[Any]) -> None:
+        """The queue is full: keep ``records`` for the next flush, or drop them past the bound."""
+        if len(records) + len(self.pending) <= MAX_PENDING:
+            self.pending[:0] = records
+            self.deferred += 1
+            self._flush_at = len(self.pending) + BATCH_SIZE // 8  # not at every add
+        else:
+            self._drop(records)
+            self._seq += 1
+
+    def _drop(self, records: list[Any]) -> None:
+        self.dropped += len(records)
+        self.stalled = True
 
     def close(self, linger_ms: int | None = None) -> None:
         """Let queued batches leave (bounded by the linger time), then close for good."""
@@ -219,6 +263,8 @@ class Emitter:
         self.pending = []
         self.dropped = 0
         self.sent_batches = 0
+        self.deferred = 0
+        self._flush_at = BATCH_SIZE
         self.stalled = False
         self.undelivered = None
         self._recent = deque(maxlen=HIGH_WATER_MARK)
