@@ -67,11 +67,34 @@ def describe_role(argv: list[str], rank: int | None, world_size: int | None) -> 
         name = mp.current_process().name
         if name != "MainProcess":
             return name
+    argv = program_args(argv)
     if len(argv) > 1 and argv[0] == "-m":
         return argv[1]
     if argv and argv[0] not in ("", "-c"):
         return os.path.basename(argv[0])
     return "python -c" if argv and argv[0] == "-c" else "python"
+
+
+OPTIONS_WITH_VALUE = ("-W", "-X", "--check-hash-based-pycs")
+
+
+def program_args(argv: list[str]) -> list[str]:
+    """The interpreter's arguments without its own options (``-B``, ``-X dev``, ...):
+    from ``-c``/``-m`` or the script on."""
+    i = 0
+    while i < len(argv):
+        arg = argv[i]
+        if arg in ("-c", "-m"):
+            return argv[i:]
+        if arg.startswith(("-c", "-m")) and not arg.startswith("--"):
+            return [arg[:2], arg[2:], *argv[i + 1:]]
+        if arg in OPTIONS_WITH_VALUE:
+            i += 2
+        elif arg.startswith("-") and arg not in ("-", "--"):
+            i += 1
+        else:
+            return argv[i + 1:] if arg == "--" else argv[i:]
+    return []
 
 
 class TracerSession:
