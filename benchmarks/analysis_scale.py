@@ -140,8 +140,8 @@ def measure_one(path: Path, queries: int = 20, seed: int = 1) -> dict[str, Any]:
         "read_s": t1 - t0,
         "order_s": t2 - t1,
         "load_s": t2 - t0,
-        "load_cpu_s": c2 - c0,
         # CPU time of this process: steadier than wall time on a busy machine
+        "load_cpu_s": c2 - c0,
         "impact_first_ms": first_ms,
         "impact_median_ms": statistics.median(impact_times) * 1000,
         "deps_median_ms": statistics.median(deps_times) * 1000,
