@@ -1,1 +1,4 @@
-"""End-to-end tests: each sample system traced by the real ``distea run``, with hand-derived impact sets."""
+"""End-to-end tests: each sample system traced by the real ``distea run``.
+
+Expected impact sets are derived by hand from the samples' code.
+"""

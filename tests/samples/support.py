@@ -54,6 +54,14 @@ def fingerprint(payload: bytes) -> int:
     return len(payload) << 32 | zlib.crc32(payload)
 
 
+def fp_of(ev: MessageEvent) -> int:
+    """The fingerprint a message event recorded."""
+    assert ev.meta is not None and "fp" in ev.meta, ev
+    fp = ev.meta["fp"]
+    assert isinstance(fp, int)
+    return fp
+
+
 def stable_name(info: ProcessInfo) -> str:
     """A name for a process that is the same in every run of a sample.
 

@@ -18,6 +18,7 @@ from pathlib import Path
 
 import pytest
 
+from distea.analyzer.impact import ImpactResult
 from tests.samples.support import (
     LAUNCHER_BEFORE_CHILDREN_RUN,
     SampleRun,
@@ -26,6 +27,7 @@ from tests.samples.support import (
     check_processes,
     check_stdout,
     fingerprint,
+    fp_of,
     kind_counts,
     run_sample,
     stable_name,
@@ -83,7 +85,7 @@ def test_channels(sr: SampleRun) -> None:
     assert zmq["ambiguous"] == 2 + 2 + 4 * (STEPS + 2) // 2, zmq
     # The look-alike classes really are the ones named above.
     server_recvs = sr.events("server", "recv", "zmq")
-    fps = [ev.meta["fp"] for ev in server_recvs]
+    fps = [fp_of(ev) for ev in server_recvs]
     assert fps.count(fingerprint(b"PULL")) == 2 and fps.count(fingerprint(b"DONE")) == 2
     assert len(set(fps)) == 2 + 2 * STEPS  # every PUSH is unique
 
@@ -106,7 +108,7 @@ def test_compute_gradient(sr: SampleRun) -> None:
     # any gradient exists. Hand-derived start: the server's first receive whose
     # last frame is neither b"PULL" nor b"DONE".
     pushes = [ev for ev in sr.events("server", "recv", "zmq")
-              if ev.meta["fp"] not in (fingerprint(b"PULL"), fingerprint(b"DONE"))]
+              if fp_of(ev) not in (fingerprint(b"PULL"), fingerprint(b"DONE"))]
     assert sr.start(res, "server") == pushes[0].clock
     sr.expect(res, "server",
               # everything that handles gradients, all only reachable by message
@@ -248,8 +250,8 @@ def test_modes_agree(runs: dict[str, SampleRun]) -> None:
         reached_b = {stable_name(full.run.processes[k]) for k in b.starts}
         assert reached_a == reached_b, query
 
-        def pairs(sr: SampleRun, res: object) -> set[tuple[str, str]]:
-            return {(stable_name(sr.run.processes[k]), m) for k, m in res.pairs()}  # type: ignore[attr-defined]
+        def pairs(sr: SampleRun, res: ImpactResult) -> set[tuple[str, str]]:
+            return {(stable_name(sr.run.processes[k]), m) for k, m in res.pairs()}
 
         only_a = _stable_pairs(compact, query, pairs(compact, a) - pairs(full, b))
         only_b = _stable_pairs(full, query, pairs(full, b) - pairs(compact, a))

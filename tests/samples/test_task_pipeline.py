@@ -28,6 +28,7 @@ from tests.samples.support import (
     check_processes,
     check_stdout,
     fingerprint,
+    fp_of,
     run_sample,
     stable_name,
 )
@@ -47,8 +48,8 @@ def sr(tmp_path_factory: pytest.TempPathFactory) -> SampleRun:
 def results_received(sr: SampleRun) -> list[int]:
     """Clocks of the sink's RESULT receives (every receive but the BATCH one)."""
     recvs = sr.events("sink", "recv", "zmq")
-    assert [ev.meta["fp"] for ev in recvs].count(BATCH_FP) == 1
-    return [ev.clock for ev in recvs if ev.meta["fp"] != BATCH_FP]
+    assert [fp_of(ev) for ev in recvs].count(BATCH_FP) == 1
+    return [ev.clock for ev in recvs if fp_of(ev) != BATCH_FP]
 
 
 def test_processes_and_output(sr: SampleRun) -> None:
@@ -152,7 +153,7 @@ def test_broadcast_stop(sr: SampleRun) -> None:
         # is_prime and report_ready are not impacted: only process_tasks, which
         # receives the STOP, and what is still on the stack.
         stop = sr.events(worker, "recv", "zmq")[-1]
-        assert stop.meta["fp"] == fingerprint(b"STOP")
+        assert fp_of(stop) == fingerprint(b"STOP")
         assert sr.start(res, worker) == stop.clock
         sr.expect(res, worker, impacted=[f"{WORKER}.process_tasks", f"{WORKER}.main"],
                   not_impacted=[f"{WORKER}.report_ready"])
