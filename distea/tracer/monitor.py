@@ -243,7 +243,10 @@ class Monitor:
                 state = classify(code)
                 if type(state) is not code_state:
                     return disable
-                set_local(tool, code, local_events)
+                try:
+                    set_local(tool, code, local_events)
+                except ValueError:  # the tool was freed meanwhile (stop() on another thread)
+                    return disable
                 state.armed = True
             elif type(state) is not code_state:
                 return disable
