@@ -184,3 +184,28 @@ def test_deps_of_connect_ring(sr: SampleRun) -> None:
     got = set(res.deps.get(sr.keys["launcher"], ()))
     assert {f"{MAIN}.start_workers", f"{MAIN}.share_ports"} <= got, got
     assert f"{MAIN}.report" not in got
+
+
+def test_ring_direction(sr: SampleRun) -> None:
+    # Rank r sends to r+1 and receives from r-1 (ring.py). In the first
+    # reduce_scatter step every rank sends its chunk *then* receives, so rank
+    # r's first ring receive (the header of its left neighbour's first frame)
+    # happens after the left neighbour's first send, but not after the right
+    # neighbour's: that one reaches r only through the left neighbour's first
+    # receive, which comes after the left neighbour's first send. A matcher
+    # that paired the ring the wrong way round, or by order instead of
+    # connection and bytes, would get one of these wrong.
+    for r, name in enumerate(RANKS):
+        left, right = RANKS[(r - 1) % 3], RANKS[(r + 1) % 3]
+        first_recv = sr.events(name, "recv", "tcp")[0]
+        assert (first_recv.start, first_recv.end) == (0, 4)  # the !I length header
+        assert first_send_before(sr, left, name, first_recv.clock), (left, name)
+        assert not first_send_before(sr, right, name, first_recv.clock), (right, name)
+
+
+def first_send_before(sr: SampleRun, sender: str, receiver: str, clock: int) -> bool:
+    """Whether `sender`'s first TCP send happens before `receiver` at `clock`."""
+    order = sr.run.order
+    send = sr.events(sender, "send", "tcp")[0]
+    return order.happens_before(order.index[sr.keys[sender]], send.clock,
+                                order.index[sr.keys[receiver]], clock)
