@@ -277,7 +277,9 @@ class Collector:
             return [s for s in self.streams.values() if not s.final]
 
     def idle_for(self) -> float:
-        """Seconds since the last message of any kind arrived (or since the start)."""
+        """Seconds since the last message of any kind arrived; 0 before the first one."""
+        if not self.stats.batches and not self.stats.clients and not self.stats.rejected:
+            return 0.0
         return time.monotonic() - self.last_message
 
     def drain(self, timeout: float, quiet: float = 0.3) -> list[ProcessStream]:

@@ -5,7 +5,8 @@ file (mode 0600) holding the run's client credentials; ``distea run
 --connect tcp://HOST:PORT --key FILE -- CMD`` on every other node reads it.
 Only that key may write: any other writer is refused, counted, and shown in
 the summary and in ``run.json``. Collection ends on SIGINT or SIGTERM, or
-after ``--until-idle`` seconds without a message.
+after ``--until-idle`` seconds without a message (counted once the first
+message has arrived).
 """
 
 from __future__ import annotations
@@ -56,7 +57,8 @@ def write_key_file(path: Path, endpoint: str, keys: CurveKeys, run_id: str) -> N
               help="Where to write the client key (default: RUN_DIR/client.key, "
                    "removed at the end).")
 @click.option("--until-idle", type=float, metavar="SECONDS",
-              help="End after this many seconds without a message (default: until a signal).")
+              help="End once this many seconds pass without a message, counted from the "
+                   "first one (default: until SIGINT/SIGTERM).")
 @click.option("-q", "--quiet", is_flag=True, help="Print no summary.")
 def collect(listen: str, output: Path | None, key_file: Path | None, until_idle: float | None,
             quiet: bool) -> None:

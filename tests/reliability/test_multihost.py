@@ -234,7 +234,7 @@ def test_collect_until_idle_and_unreachable_collector(program, tmp_path: Path) -
     script = program("hello.py", "def hello():\n    print('hi')\nhello()\n")
     run_dir = tmp_path / "run"
     collector = spawn([str(DISTEA), "collect", "--listen", "tcp://127.0.0.1:0", "-o",
-                       str(run_dir), "--until-idle", "1.5", "--key-file",
+                       str(run_dir), "--until-idle", "2", "--key-file",
                        str(tmp_path / "k.key")], tmp_path)
     try:
         wait_for((tmp_path / "k.key").exists, timeout=30, what="the key file")
