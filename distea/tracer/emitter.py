@@ -21,6 +21,7 @@ Invariants:
 
 from __future__ import annotations
 
+import signal
 import threading
 import time
 from collections import deque
@@ -80,6 +81,21 @@ class Emitter:
         self._socket: zmq.Socket[Any] | None = None
 
     def _connect(self) -> None:
+        """Open the context and socket with every signal blocked in this thread.
+
+        ZeroMQ starts its I/O and reaper threads when the first socket is
+        made, and threads inherit the creating thread's signal mask. With all
+        signals blocked there, a signal meant for the program is never taken
+        by one of our threads (a program that blocks SIGINT and waits for it
+        with ``sigwait`` would otherwise get a KeyboardInterrupt).
+        """
+        previous = signal.pthread_sigmask(signal.SIG_BLOCK, signal.valid_signals())
+        try:
+            self._open_socket()
+        finally:
+            signal.pthread_sigmask(signal.SIG_SETMASK, previous)
+
+    def _open_socket(self) -> None:
         context: zmq.Context[Any] = zmq.Context(io_threads=1)
         sock = context.socket(zmq.PUSH)
         sock.setsockopt(zmq.SNDHWM, HIGH_WATER_MARK)

@@ -286,3 +286,32 @@ def test_no_thread_or_fork_warning_added(program, tmp_path: Path) -> None:
 
 
 assert sys.platform.startswith("linux")
+
+
+def test_blocked_signal_waited_for_with_sigwait(program, tmp_path: Path) -> None:
+    """A program that blocks SIGUSR1 and sigwait()s for it gets it (the tracer's
+    ZeroMQ threads block every signal, so none of them takes it and dies of it)."""
+    script = program("sigwaiter.py", """
+        import os, signal, sys, socket
+        signal.pthread_sigmask(signal.SIG_BLOCK, [signal.SIGUSR1])
+        a, b = socket.socketpair()
+        a.sendall(b"x"); b.recv(1)            # the tracer has flushed: its threads run
+        with open(sys.argv[1], "w") as ready:
+            ready.write(str(os.getpid()))
+        import time; time.sleep(1.0)         # the signal arrives now: it must stay pending
+        print("got", signal.sigwait([signal.SIGUSR1]) == signal.SIGUSR1, flush=True)
+    """)
+    ready = tmp_path / "ready"
+    for run_dir in (None, tmp_path / "run"):
+        ready.unlink(missing_ok=True)
+        args = [PY, script.name, str(ready)]
+        if run_dir is not None:
+            proc = start_distea(["run", "-q", "-o", str(run_dir), "--", *args], script.parent)
+        else:
+            proc = subprocess.Popen(args, cwd=script.parent, text=True, start_new_session=True,
+                                    stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+        with running(proc):
+            wait_for(lambda: ready.exists() and ready.read_text() != "", what="ready")
+            os.kill(int(ready.read_text()), signal.SIGUSR1)
+            out, err = proc.communicate(timeout=30)
+        assert (proc.returncode, out, err) == (0, "got True\n", "")
