@@ -5,9 +5,10 @@
     uv run python -m benchmarks --only cpu --tools "untraced,distea compact" --repeats 5
 
 Every workload runs untraced and under each tool in the same session,
-interleaved (one repetition = every tool once), so the drifts of a noisy
-machine hit all alike; figures are medians of ``--repeats`` repetitions and
-ratios to the untraced median. Results go to ``benchmarks/results/latest.md``
+interleaved and rotated (one repetition = every tool once, each repetition
+starting with the next tool), so the drifts of a noisy machine hit all
+alike; figures are medians of ``--repeats`` repetitions and ratios to the
+untraced median. Results go to ``benchmarks/results/latest.md``
 and ``latest.json`` (and ``latest.png`` with matplotlib, else ``latest.svg``).
 How each tool is made to reach child processes: ``benchmarks/workloads/tools.py``.
 """
@@ -100,7 +101,10 @@ def measure_overhead(workloads: list[Workload], tools: list[str], repeats: int, 
         sizes: dict[str, Any] = {}
         for rep in range(repeats):
             last = rep == repeats - 1
-            for tool_name in tools:
+            # every tool once per repetition, starting one further each time, so
+            # that drifts of a noisy machine and run-after-run effects hit all alike
+            shift = rep % len(tools)
+            for tool_name in tools[shift:] + tools[:shift]:
                 if tool_name in errors:
                     continue
                 out = Path(tempfile.mkdtemp(prefix="bench-", dir=keep))
