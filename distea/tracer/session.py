@@ -27,6 +27,8 @@ from distea.tracer.monitor import Monitor
 from distea.tracer.scope import Scope
 
 PERIODIC_S = 0.5
+READY_CHECK_INTERVAL_S = 0.001
+"""After a receive was found ready, skip the readiness check this long (busy loops)."""
 """At most this long between sends of last clocks and stats while messages flow."""
 
 RANK_VARIABLES = (
@@ -119,6 +121,8 @@ class TracerSession:
         )
         self.finished = False
         self._next_periodic = time.monotonic() + PERIODIC_S
+        self._ready_seen = 0.0
+        """When a receive was last found to have its data at once (see before_blocking)."""
 
     # -- start and end ---------------------------------------------------------
 
@@ -305,25 +309,42 @@ class TracerSession:
         self.monitor.new_epoch()
         self.maybe_flush()
 
+    def has_unsent(self) -> bool:
+        """Records or moved last clocks that have not left this process yet."""
+        return not self.finished and bool(self.emitter.pending or self.monitor.dirty_states)
+
     def before_blocking(self, ready: Callable[[], bool] | None = None) -> None:
         """Channels call this just before a receive that may block.
 
         Pending records (and moved last clocks) leave first, so that a process
         killed while it waits has lost nothing it did. To keep request/reply
         loops cheap, a flush less than ``IDLE_FLUSH_INTERVAL_S`` after the
-        previous one is skipped, unless ``ready`` (when the channel can tell)
-        says the receive will really wait.
+        previous one is skipped, unless ``ready`` (when the channel can tell;
+        it may wait a few milliseconds to find out) says the receive will
+        really wait; ``ready`` itself is asked at most once a millisecond
+        while it keeps answering yes. So a process killed while it waits has
+        lost at most its last millisecond. ``ready`` is not guarded: what a
+        signal handler raises while it waits belongs to the program.
         """
         emitter = self.emitter
         if self.finished:
             return
-        if time.monotonic() - emitter.last_flush < IDLE_FLUSH_INTERVAL_S and (
-                not emitter.pending or ready is None or ready()):
-            return
-        for record in self.monitor.drain_lasts():
-            emitter.add(record)
-        if emitter.pending:
-            emitter.flush()
+        now = time.monotonic()
+        if now - emitter.last_flush < IDLE_FLUSH_INTERVAL_S:
+            if not emitter.pending or ready is None:
+                return
+            if now - self._ready_seen < READY_CHECK_INTERVAL_S:
+                return  # a receive was found ready a moment ago: a busy loop
+            if ready():
+                self._ready_seen = now
+                return
+        try:
+            for record in self.monitor.drain_lasts():
+                emitter.add(record)
+            if emitter.pending:
+                emitter.flush()
+        except Exception:
+            self.errors += 1
 
     def maybe_flush(self) -> None:
         """Flush what has waited long enough; now and then send last clocks and stats too.

@@ -156,11 +156,13 @@ class SocketChannel:
         def recv(sock: Any, *args: Any, **kwargs: Any) -> Any:
             if getattr(local, "in_socket_call", False):
                 return original(sock, *args, **kwargs)
-            try:
-                # the program may block here: our records leave first
-                session.before_blocking(lambda: _readable(sock))
-            except Exception:
-                session.errors += 1
+            if session.has_unsent():
+                # The program may block here: our records leave first, unless the
+                # data comes within a few milliseconds (request/reply loops then
+                # do not pay a flush per round trip). before_blocking guards its
+                # own work; what a signal handler raises during the short wait
+                # propagates, as it would have from the receive itself.
+                session.before_blocking(lambda: _ready_soon(sock, name, args, kwargs))
             local.in_socket_call = True
             try:
                 result = original(sock, *args, **kwargs)
@@ -184,11 +186,34 @@ class SocketChannel:
         self.patches.replace(cls, name, recv)
 
 
-def _readable(sock: Any) -> bool:
-    """Whether a receive on ``sock`` would return at once (one zero-timeout select)."""
+WAIT_BEFORE_FLUSH_MS = 5
+"""A receive whose data is not there within this long flushes the tracer before it waits."""
+FLAGS_ARG = {"recv": 1, "recv_into": 2, "recvmsg": 2, "recvmsg_into": 2}
+"""Where each receive method takes its ``flags`` positionally."""
+
+
+def _ready_soon(sock: Any, name: str, args: tuple[Any, ...], kwargs: dict[str, Any]) -> bool:
+    """Whether this receive returns within ``WAIT_BEFORE_FLUSH_MS`` (waits at most that).
+
+    Non-blocking receives (a 0 timeout, ``MSG_DONTWAIT``) and SSL sockets with
+    decrypted data pending never wait. A failing poll answers False: the
+    receive itself will report the problem.
+    """
     try:
-        return bool(select.select([sock.fileno()], [], [], 0)[0])
-    except (ValueError, OSError):
+        index = FLAGS_ARG.get(name)
+        flags = kwargs.get("flags", args[index] if index is not None and len(args) > index
+                           else 0)
+        if sock.gettimeout() == 0.0 or int(flags) & socket.MSG_DONTWAIT:
+            return True
+        if isinstance(sock, ssl.SSLSocket) and sock.pending():
+            return True
+        poller = select.poll()
+        poller.register(sock.fileno(), select.POLLIN | select.POLLPRI)
+    except (ValueError, OSError, TypeError, AttributeError):
+        return False
+    try:
+        return bool(poller.poll(WAIT_BEFORE_FLUSH_MS))
+    except OSError:
         return False
 
 
