@@ -203,7 +203,13 @@ def _ready_soon(sock: Any, name: str, args: tuple[Any, ...], kwargs: dict[str, A
         index = FLAGS_ARG.get(name)
         flags = kwargs.get("flags", args[index] if index is not None and len(args) > index
                            else 0)
-        if sock.gettimeout() == 0.0 or int(flags) & socket.MSG_DONTWAIT:
+        timeout = sock.gettimeout()
+        if int(flags) & socket.MSG_DONTWAIT:
+            return True
+        # never wait longer than the program's own timeout would
+        wait_ms = WAIT_BEFORE_FLUSH_MS if timeout is None else min(WAIT_BEFORE_FLUSH_MS,
+                                                                   int(timeout * 1000))
+        if wait_ms <= 0:
             return True
         if isinstance(sock, ssl.SSLSocket) and sock.pending():
             return True
@@ -212,7 +218,7 @@ def _ready_soon(sock: Any, name: str, args: tuple[Any, ...], kwargs: dict[str, A
     except (ValueError, OSError, TypeError, AttributeError):
         return False
     try:
-        return bool(poller.poll(WAIT_BEFORE_FLUSH_MS))
+        return bool(poller.poll(wait_ms))
     except OSError:
         return False
 
