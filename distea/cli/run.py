@@ -94,7 +94,8 @@ def print_summary(outcome: RunOutcome, console: Console) -> None:
     for problem in data.problems:
         console.print(f"[yellow]lost:[/] {problem}", soft_wrap=True)
     for key in outcome.still_open:
-        console.print(f"[yellow]still running or unflushed at the end:[/] {key}")
+        if key not in data.processes:  # known processes are reported incomplete above
+            console.print(f"[yellow]still running or unflushed at the end:[/] {key}")
     example = _example_query(data)
     console.print(f"next: [cyan]distea impact {example}[/]   or   [cyan]distea show[/]")
 
