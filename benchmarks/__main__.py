@@ -229,6 +229,34 @@ def target_verdict(row: dict[str, Any], ratios: dict[str, float]) -> str:
     return "; ".join(notes) or "-"
 
 
+def per_item_table(rows: list[dict[str, Any]], tools: list[str]) -> str:
+    """Microseconds each tool adds per loop iteration (per round trip for the loops).
+
+    Steadier than the ratios for the message loops: the untraced round trip of
+    two processes on a virtual machine ranges from tens to ~100 µs with how
+    idle the CPUs are (wake-up latency), the added cost much less.
+    """
+    traced = [t for t in tools if t != "untraced"]
+    lines = ["| workload | iterations | untraced µs/iteration | "
+             + " | ".join(f"{t} +µs" for t in traced) + " |",
+             "| --- | ---: | ---: | " + " | ".join("---:" for _ in traced) + " |"]
+    shown = 0
+    for row in rows:
+        loops = row.get("loop_median_s") or {}
+        argv = row.get("argv") or []
+        if "untraced" not in loops or "--n" not in argv:
+            continue
+        n = int(argv[argv.index("--n") + 1])
+        if "--rounds" in argv:
+            continue  # fib: iterations are not comparable units
+        base = loops["untraced"]
+        cells = [f"{(loops[t] - base) / n * 1e6:.1f}" if t in loops else "-" for t in traced]
+        lines.append(f"| {row['workload']} | {n} | {base / n * 1e6:.1f} | "
+                     + " | ".join(cells) + " |")
+        shown += 1
+    return "\n".join(lines) if shown else "_no loop timings._"
+
+
 def size_table(rows: list[dict[str, Any]]) -> str:
     lines = ["| workload | processes | compact run dir | compact per process (mean) "
              "| full run dir | full per process (mean) | full / compact |",
@@ -547,6 +575,11 @@ def main(argv: list[str] | None = None) -> int:
         "column: seconds of that loop.",
         "",
         overhead_table(rows, tools, "steady"),
+        "",
+        "Added cost per loop iteration (steady state; per round trip for the two-process "
+        "loops):",
+        "",
+        per_item_table(rows, tools),
         "",
         f"{env['date']}; {env['nproc']} CPUs ({env['cpu']}); Python {env['python']}; "
         f"commit {env['commit'] or '?'}; suite took {elapsed:.0f} s. "
