@@ -19,13 +19,17 @@ docs/performance.md and ``python -m benchmarks.workloads.hotpath``):
   need no sighting: every frame that starts ends by returning, yielding or
   unwinding (each recorded in the epoch where it happens, which is later
   than the start) or is still on a stack at exit (the stack walk).
-- the local callbacks record the clock and return ``DISABLE``; the code goes
-  on a re-arm list (once per epoch). When a new epoch opens, only the codes
-  on that list are re-armed, by switching their local events off and on
-  again (``set_local_events``; two re-instrumentations of that one code
-  object). Nothing calls ``restart_events()`` per epoch: it is global, so it
-  re-arms every disabled location of every tool, out-of-scope code included,
-  which then fires and is disabled again in every epoch.
+- a local callback that sees a code for the first time at the current
+  clock records it and leaves the location armed (code that runs once per
+  epoch, such as a request handler, then never needs re-arming); seen again
+  at the same clock, it has nothing new to say until the next epoch, so it
+  returns ``DISABLE`` and the code goes on a re-arm list (once per epoch).
+  When a new epoch opens, only the codes on that list are re-armed, by
+  switching their local events off and on again (``set_local_events``; two
+  re-instrumentations of that one code object). Nothing calls
+  ``restart_events()`` per epoch: it is global, so it re-arms every disabled
+  location of every tool, out-of-scope code included, which then fires and
+  is disabled again in every epoch.
 - ``PY_UNWIND`` is global (CPython accepts it only as a global event) and is
   never disabled: CPython forbids ``DISABLE`` there.
 
