@@ -31,7 +31,8 @@ from typing import Any
 
 import msgpack
 
-from distea.traceformat import FORMAT_VERSION, PROCS_DIR, RUN_META, Tag, process_file_name
+from distea.traceformat import PROCS_DIR, RUN_META
+from distea.wire import FORMAT_VERSION, Tag, process_file_name
 
 STANDARD = [
     (8, 10_000, 1_000),

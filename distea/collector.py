@@ -28,10 +28,10 @@ import zmq
 from zmq.auth.thread import ThreadAuthenticator
 from zmq.utils.monitor import parse_monitor_message
 
-from distea.traceformat import (
+from distea.traceformat import PROCS_DIR
+from distea.wire import (
     FORMAT_VERSION,
     LOST_DIR,
-    PROCS_DIR,
     UNTRACED_DIR,
     WIRE_CLIENT,
     WIRE_MAGIC,
@@ -276,10 +276,14 @@ class Collector:
         with self._lock:
             return [s for s in self.streams.values() if not s.final]
 
-    def idle_for(self) -> float:
-        """Seconds since the last message of any kind arrived; 0 before the first one."""
+    def idle_for(self, since: float | None = None) -> float:
+        """Seconds since the last message of any kind arrived.
+
+        Before the first one: seconds since ``since`` (a moment from which
+        silence counts), or 0 when none is given.
+        """
         if not self.stats.batches and not self.stats.clients and not self.stats.rejected:
-            return 0.0
+            return 0.0 if since is None else time.monotonic() - since
         return time.monotonic() - self.last_message
 
     def drain(self, timeout: float, quiet: float = 0.3) -> list[ProcessStream]:
@@ -288,12 +292,13 @@ class Collector:
         A process that is gone without a final batch was killed: waiting
         longer gains nothing once its last batches had time to arrive.
         """
-        deadline = time.monotonic() + timeout
+        began = time.monotonic()
+        deadline = began + timeout
         while time.monotonic() < deadline:
             now = time.monotonic()
             waiting = [s for s in self.open_processes()
                        if _alive(s) or now - s.last_seen < quiet]
-            if not waiting and self.idle_for() >= min(quiet, 0.1):
+            if not waiting and self.idle_for(since=began) >= min(quiet, 0.1):
                 break  # nothing alive to wait for, and nothing left in the socket
             time.sleep(0.05)
         return self.open_processes()

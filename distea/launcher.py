@@ -34,16 +34,9 @@ import msgpack
 import zmq
 
 from distea.collector import Collector
-from distea.traceformat import (
-    DEFAULT_RUNS_DIR,
-    LOST_DIR,
-    UNTRACED_DIR,
-    WIRE_CLIENT,
-    create_run_dir,
-    new_run_id,
-    write_run_meta,
-)
+from distea.traceformat import DEFAULT_RUNS_DIR, create_run_dir, new_run_id, write_run_meta
 from distea.tracer.config import CONFIG_ENV, PARENT_TOKEN_ENV, START_METHOD_ENV, TracerConfig
+from distea.wire import LOST_DIR, UNTRACED_DIR, WIRE_CLIENT
 
 BOOTSTRAP_DIR = Path(__file__).parent / "tracer" / "bootstrap"
 IPC_NAME = "collector.ipc"

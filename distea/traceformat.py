@@ -55,7 +55,6 @@ import json
 import os
 import time
 from collections.abc import Iterator
-from enum import IntEnum
 from pathlib import Path
 from typing import Any
 
@@ -71,34 +70,17 @@ from distea.model import (
     RunData,
     UntracedChild,
 )
+from distea.wire import (
+    FORMAT_VERSION,
+    LOST_DIR,
+    PROC_SUFFIX,
+    UNTRACED_DIR,
+    Tag,
+)
 
-FORMAT_VERSION = 1
 RUN_META = "run.json"
 PROCS_DIR = "procs"
-PROC_SUFFIX = ".msgpack"
-UNTRACED_DIR = "untraced"
-LOST_DIR = "lost"
-"""Notes from tracers whose last records may not have reached the collector."""
 DEFAULT_RUNS_DIR = Path(".distea") / "runs"
-WIRE_MAGIC = b"distea-batch"
-"""First frame of every tracer → collector message."""
-WIRE_CLIENT = b"distea-client"
-"""First frame of a ``distea run --connect`` summary: ``[WIRE_CLIENT, msgpack(map)]``."""
-
-
-class Tag(IntEnum):
-    HEADER = 0
-    METHOD = 1
-    FIRST = 2
-    LAST = 3
-    CALL = 4
-    RETURN = 5
-    SEND = 6
-    RECV = 7
-    STATS = 8
-    END = 9
-    UNTRACED = 10
-    LINK = 11
 
 
 class TraceFormatError(Exception):
@@ -108,11 +90,6 @@ class TraceFormatError(Exception):
 def new_run_id() -> str:
     """A sortable, unique-enough id: time first so ``ls`` lists runs in order."""
     return time.strftime("%Y%m%d-%H%M%S") + f"-{os.getpid() % 100000:05d}"
-
-
-def process_file_name(key: str) -> str:
-    """File name for a process key (keys hold ``:``, which some tools dislike)."""
-    return key.replace(":", "_").replace("/", "_") + PROC_SUFFIX
 
 
 def create_run_dir(path: Path) -> Path:

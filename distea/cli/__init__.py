@@ -1,18 +1,47 @@
-"""The ``distea`` command line: one click group, one module per command family."""
+"""The ``distea`` command line: one click group, one module per command family.
+
+Commands are imported only when invoked (or listed by ``--help``): ``distea
+run`` should not pay for the analyzer, the report's templates or rich's
+tables before the traced program even starts.
+"""
 
 from __future__ import annotations
 
+import importlib
+
 import click
 
-from distea.cli.collect import collect
-from distea.cli.demo import demo
-from distea.cli.export import export
-from distea.cli.query import deps, explain, impact, methods, show
-from distea.cli.report import report
-from distea.cli.run import run
+COMMANDS = {
+    "run": "distea.cli.run:run",
+    "collect": "distea.cli.collect:collect",
+    "impact": "distea.cli.query:impact",
+    "deps": "distea.cli.query:deps",
+    "explain": "distea.cli.query:explain",
+    "methods": "distea.cli.query:methods",
+    "show": "distea.cli.query:show",
+    "report": "distea.cli.report:report",
+    "export": "distea.cli.export:export",
+    "demo": "distea.cli.demo:demo",
+}
 
 
-@click.group(context_settings={"help_option_names": ["-h", "--help"]})
+class LazyGroup(click.Group):
+    """A group whose subcommands are ``module:attribute`` paths, imported on use."""
+
+    def list_commands(self, ctx: click.Context) -> list[str]:
+        return list(COMMANDS)
+
+    def get_command(self, ctx: click.Context, cmd_name: str) -> click.Command | None:
+        target = COMMANDS.get(cmd_name)
+        if target is None:
+            return None
+        module_name, attribute = target.split(":")
+        command = getattr(importlib.import_module(module_name), attribute)
+        assert isinstance(command, click.Command)
+        return command
+
+
+@click.group(cls=LazyGroup, context_settings={"help_option_names": ["-h", "--help"]})
 @click.version_option(package_name="distea")
 def main() -> None:
     """Distributed dynamic impact analysis for Python.
@@ -20,7 +49,3 @@ def main() -> None:
     Record a run with `distea run -- python app.py`, then ask
     `distea impact pkg.module.func`.
     """
-
-
-for command in (run, collect, impact, deps, explain, methods, show, report, export, demo):
-    main.add_command(command)

@@ -4,14 +4,17 @@ from __future__ import annotations
 
 import sys
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import click
-from rich.console import Console
-from rich.tree import Tree
 
 from distea.launcher import LaunchError, RunOutcome, TraceOptions, die_like, trace_command
 from distea.model import ProcessInfo, RunData
 from distea.traceformat import TraceFormatError, load_run
+
+if TYPE_CHECKING:
+    from rich.console import Console
+    from rich.tree import Tree
 
 
 @click.command(context_settings={"ignore_unknown_options": True})
@@ -57,6 +60,8 @@ def run(output: Path | None, mode: str, include: tuple[str, ...], exclude: tuple
     except LaunchError as exc:
         click.echo(f"distea: {exc}", err=True)
         sys.exit(exc.exit_code)
+    from rich.console import Console  # only now: the program has run, start-up is over
+
     console = Console(stderr=True)
     for note in outcome.notes:
         console.print(f"[yellow]distea:[/] {note}", soft_wrap=True)
@@ -111,6 +116,8 @@ def process_tree(data: RunData) -> Tree:
     for info in data.processes.values():
         parent = by_token.get(info.parent_token or "")
         children.setdefault(parent, []).append(info)
+    from rich.tree import Tree
+
     tree = Tree("run")
 
     def add(node: Tree, parent: str | None) -> None:

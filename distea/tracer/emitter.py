@@ -30,7 +30,7 @@ from typing import Any
 import msgpack
 import zmq
 
-from distea.traceformat import FORMAT_VERSION, WIRE_MAGIC
+from distea.wire import FORMAT_VERSION, WIRE_MAGIC
 
 BATCH_SIZE = 2048
 FLUSH_INTERVAL_S = 0.1

@@ -56,9 +56,9 @@ from collections.abc import Callable
 from types import CodeType, FrameType
 from typing import Any
 
-from distea.traceformat import Tag
 from distea.tracer.clock import LogicalClock
 from distea.tracer.scope import Scope
+from distea.wire import Tag
 
 MONITOR = sys.monitoring
 EVENTS = MONITOR.events

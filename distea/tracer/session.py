@@ -19,12 +19,12 @@ import time
 from collections.abc import Callable
 from typing import Any, Protocol
 
-from distea.traceformat import FORMAT_VERSION, LOST_DIR, Tag, process_file_name
 from distea.tracer.clock import LogicalClock
 from distea.tracer.config import PARENT_TOKEN_ENV, START_METHOD_ENV, TracerConfig
 from distea.tracer.emitter import IDLE_FLUSH_INTERVAL_S, Emitter
 from distea.tracer.monitor import Monitor
 from distea.tracer.scope import Scope
+from distea.wire import FORMAT_VERSION, LOST_DIR, Tag, process_file_name
 
 PERIODIC_S = 0.5
 READY_CHECK_INTERVAL_S = 0.001

@@ -15,9 +15,9 @@ import sys
 import threading
 from types import FrameType
 
-from distea.traceformat import UNTRACED_DIR
 from distea.tracer.config import PARENT_TOKEN_ENV, TracerConfig
 from distea.tracer.session import Channel, TracerSession, current, set_current
+from distea.wire import UNTRACED_DIR
 
 CHANNEL_MODULES = (
     ("distea.tracer.channels.processes", "ProcessChannel"),

@@ -25,7 +25,8 @@ from typing import Any
 
 import msgpack
 
-from distea.traceformat import FORMAT_VERSION, PROCS_DIR, RUN_META, Tag, process_file_name
+from distea.traceformat import PROCS_DIR, RUN_META
+from distea.wire import FORMAT_VERSION, Tag, process_file_name
 
 MESSAGE_INDEXED = {"mp", "zmq", "udp", "unixgram", "pipe", "torch", "proc", "exit"}
 

@@ -3,13 +3,14 @@
 from __future__ import annotations
 
 import itertools
+import subprocess
 import sys
 from pathlib import Path
 
 import pytest
 
 from distea.model import RunData
-from tests.tracing import run_traced, run_untraced
+from tests.tracing import DISTEA, run_traced, run_untraced
 
 
 def parent_of(data: RunData) -> dict[str, str | None]:
@@ -192,3 +193,12 @@ def test_exit_code_and_output_unchanged(program, tmp_path: Path) -> None:
         5, "out\n", "err\n")
     assert untraced.returncode == 5
     assert "fails.compute" in next(iter(traced.data.executions.values()))
+
+
+def test_a_command_that_starts_no_traced_python_ends_promptly(tmp_path: Path) -> None:
+    """Nothing ever connects to the collector: the run must not wait out its flush timeout."""
+    result = subprocess.run(
+        [str(DISTEA), "run", "-q", "-o", str(tmp_path / "run"), "--flush-timeout", "60", "--",
+         "sh", "-c", "echo plain"],
+        capture_output=True, text=True, timeout=20)
+    assert (result.returncode, result.stdout) == (0, "plain\n")
