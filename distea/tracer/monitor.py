@@ -106,8 +106,14 @@ class CodeState:
 
 
 def claim_tool_id() -> int:
-    """The first free sys.monitoring tool id (coverage.py and others use some)."""
-    for tool in (MONITOR.PROFILER_ID, 3, 4, MONITOR.OPTIMIZER_ID, MONITOR.DEBUGGER_ID,
+    """A free sys.monitoring tool id, the unassigned ones first.
+
+    The named ids belong to tools a traced program may start itself:
+    cProfile takes PROFILER_ID, debuggers DEBUGGER_ID, coverage.py
+    COVERAGE_ID. Taking one of those would make the program's own use of
+    that tool fail under distea, so they are the last resort.
+    """
+    for tool in (3, 4, MONITOR.OPTIMIZER_ID, MONITOR.PROFILER_ID, MONITOR.DEBUGGER_ID,
                  MONITOR.COVERAGE_ID):
         if MONITOR.get_tool(tool) is None:
             MONITOR.use_tool_id(tool, TOOL_NAME)

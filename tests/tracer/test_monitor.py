@@ -156,3 +156,23 @@ def test_compact_equals_full_mode(program, tmp_path: Path) -> None:
     for name, execution in full.executions[fk].items():
         clocks = [c.clock for c in full.calls[fk] if c.method == name]
         assert max(clocks) <= execution.last
+
+
+def test_program_can_still_profile_itself(program, tmp_path: Path) -> None:
+    """cProfile takes sys.monitoring's PROFILER_ID: distea must leave it free."""
+    script = program("profiled.py", """
+        import cProfile
+
+        def work():
+            return sum(range(100))
+
+        profiler = cProfile.Profile()
+        profiler.enable()
+        work()
+        profiler.disable()
+        print("profiled")
+    """)
+    traced = run_traced([sys.executable, script.name], script.parent, tmp_path / "run")
+    assert (traced.result.returncode, traced.result.stdout, traced.result.stderr) == (
+        0, "profiled\n", "")
+    assert "profiled.work" in next(iter(traced.data.executions.values()))
