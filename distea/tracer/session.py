@@ -12,6 +12,7 @@ from __future__ import annotations
 import atexit
 import json
 import os
+import signal
 import socket
 import sys
 import threading
@@ -25,6 +26,9 @@ from distea.tracer.emitter import IDLE_FLUSH_INTERVAL_S, Emitter
 from distea.tracer.monitor import Monitor
 from distea.tracer.scope import Scope
 from distea.wire import FORMAT_VERSION, LOST_DIR, Tag, process_file_name
+
+FLUSHED_SIGNALS = (signal.SIGTERM, signal.SIGHUP)
+"""Signals whose default action ends the process without atexit: flushed first."""
 
 PERIODIC_S = 0.5
 READY_CHECK_INTERVAL_S = 0.001
@@ -120,6 +124,9 @@ class TracerSession:
             full=config.mode == "full",
         )
         self.finished = False
+        self.signal_handler: Callable[[int, Any], None] | None = None
+        """Our flush-then-die handler, where startup installed it."""
+        self._signals_defaulted: list[int] = []
         self._next_periodic = time.monotonic() + PERIODIC_S
         self._ready_seen = 0.0
         """When a receive was last found to have its data at once (see before_blocking)."""
@@ -234,10 +241,36 @@ class TracerSession:
 
     # -- fork ----------------------------------------------------------------------
 
+    def _default_our_signal_handlers(self) -> None:
+        """Around a fork, our flush-on-signal handlers give way to the default action.
+
+        CPython discards a signal that reaches a freshly forked child before
+        its post-fork clean-up when a Python handler is installed: a parent's
+        ``kill(child, SIGTERM)`` right after ``fork`` would be lost, and the
+        child would live on. With SIG_DFL the kernel acts on it, as untraced.
+        """
+        handler = self.signal_handler
+        if handler is None:
+            return
+        for signum in FLUSHED_SIGNALS:
+            if signal.getsignal(signum) is handler:
+                try:
+                    signal.signal(signum, signal.SIG_DFL)
+                except ValueError:  # not the main thread: keep ours
+                    continue
+                self._signals_defaulted.append(signum)
+
+    def _restore_our_signal_handlers(self) -> None:
+        defaulted, self._signals_defaulted = self._signals_defaulted, []
+        for signum in defaulted:
+            if self.signal_handler is not None and signal.getsignal(signum) is signal.SIG_DFL:
+                signal.signal(signum, self.signal_handler)
+
     def _before_fork(self) -> None:
         if self.finished:
             return
         try:
+            self._default_our_signal_handlers()
             self.local.fork_token = self.spawn_token({"fork": True})
             self._emit_lasts_and_stats()
             self.emitter.suspend()
@@ -248,6 +281,7 @@ class TracerSession:
         if self.finished:
             return
         try:
+            self._restore_our_signal_handlers()
             self.emitter.resume()
         except Exception:
             self.errors += 1
@@ -267,6 +301,7 @@ class TracerSession:
             self.monitor.reset_after_fork()
             self._begin("fork", token)
             self.monitor.adopt_stack(sys._getframe(1))
+            self._restore_our_signal_handlers()
         except Exception:
             self.errors += 1
 

@@ -16,7 +16,7 @@ import threading
 from types import FrameType
 
 from distea.tracer.config import PARENT_TOKEN_ENV, TracerConfig
-from distea.tracer.session import Channel, TracerSession, current, set_current
+from distea.tracer.session import FLUSHED_SIGNALS, Channel, TracerSession, current, set_current
 from distea.wire import UNTRACED_DIR
 
 CHANNEL_MODULES = (
@@ -29,7 +29,6 @@ CHANNEL_MODULES = (
 )
 
 
-FLUSHED_SIGNALS = (signal.SIGTERM, signal.SIGHUP)
 
 
 def _load_channels() -> list[Channel]:
@@ -118,4 +117,5 @@ def _flush_on_sigterm(session: TracerSession) -> None:
     for signum in FLUSHED_SIGNALS:
         if signal.getsignal(signum) is signal.SIG_DFL:
             signal.signal(signum, handler)
+    session.signal_handler = handler
     sys.modules[__name__].__dict__["_sigterm_handler"] = handler

@@ -202,3 +202,22 @@ def test_a_command_that_starts_no_traced_python_ends_promptly(tmp_path: Path) ->
          "sh", "-c", "echo plain"],
         capture_output=True, text=True, timeout=20)
     assert (result.returncode, result.stdout) == (0, "plain\n")
+
+
+def test_sigterm_right_after_fork_still_kills_the_child(program, tmp_path: Path) -> None:
+    """CPython drops a signal that beats a child's post-fork clean-up when a Python
+    handler is installed; our flush handler must not turn such a kill into nothing."""
+    script = program("sigfork.py", """
+        import os, signal, time
+        codes = []
+        for _ in range(3):
+            pid = os.fork()
+            if pid == 0:
+                time.sleep(2)
+                os._exit(7)
+            os.kill(pid, signal.SIGTERM)
+            codes.append(os.waitstatus_to_exitcode(os.waitpid(pid, 0)[1]))
+        print(codes)
+    """)
+    traced = run_traced([sys.executable, script.name], script.parent, tmp_path / "run")
+    assert traced.result.stdout == "[-15, -15, -15]\n", traced.result.stderr
