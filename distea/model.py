@@ -76,9 +76,13 @@ class Execution:
     last: int
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(slots=True)
 class MessageEvent:
     """One send or receive, positioned on its channel.
+
+    Not frozen, unlike the records above: a load builds hundreds of
+    thousands of these, and a frozen dataclass costs five times as much to
+    construct. Treat it as read-only all the same.
 
     ``start``/``end`` are byte offsets for streams, message indexes for
     message-oriented channels (``end = start + 1``).
@@ -93,12 +97,15 @@ class MessageEvent:
     end: int
     method: str | None
     thread: int
-    meta: Mapping[str, object] | None = field(default=None, compare=False, hash=False)
+    meta: Mapping[str, object] | None = field(default=None, compare=False)
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(slots=True)
 class CallEvent:
-    """``--mode full`` only: one entry (call or resume) or exit of a method."""
+    """``--mode full`` only: one entry (call or resume) or exit of a method.
+
+    Not frozen, for the same reason as :class:`MessageEvent` (millions per run).
+    """
 
     process: str
     method: str
