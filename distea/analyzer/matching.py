@@ -162,30 +162,23 @@ def match(
         group[side].append(i)
 
     unknown: set[str] = set()
-    for (kind, _channel), (sends, recvs) in groups.items():
+    routed: list[tuple[str, str, list[int], list[int]]] = []
+    for (kind, channel), (sends, recvs) in groups.items():
+        if kind == "zmq" and any(_peer(events[s]) for s in sends):
+            routed.append((kind, channel, sends, recvs))  # after the peers are known
+            continue
+        _count(m, kind, sends, recvs, _match_group(m, kind, sends, recvs, started, unknown))
+    peers = _learn_peers(m)
+    for kind, channel, sends, recvs in routed:
         result = _Result()
-        if kind in STREAM_KINDS:
-            _match_stream(m, sends, recvs, result)
-        elif kind == "proc":
-            _match_proc(m, sends, recvs, result)
-        elif kind == "exit":
-            _match_exit(m, sends, recvs, result, started)
-        elif kind == "torch" and _is_collective(events, sends, recvs):
-            _match_collective(m, sends, recvs, result)
-        else:
-            if kind not in MESSAGE_KINDS and kind != "torch":
-                unknown.add(kind)
+        by_destination = _split_by_destination(m, channel, sends, peers)
+        if by_destination is None:
             _match_messages(m, kind, sends, recvs, result)
-        counts = m.by_kind.get(kind)
-        if counts is None:
-            counts = m.by_kind[kind] = KindCounts()
-        counts.sends += len(sends)
-        counts.recvs += len(recvs)
-        recv_total = len(recvs)
-        counts.matched += result.matched
-        counts.ambiguous += result.ambiguous
-        counts.external += recv_total - result.matched - result.ambiguous
-        counts.unmatched_sends += result.unmatched_sends
+        else:
+            for process, to_process in by_destination.items():
+                mine = [r for r in recvs if m.proc_of[r] == process]
+                _match_messages(m, kind, to_process, mine, result)
+        _count(m, kind, sends, recvs, result)
     for counts in m.by_kind.values():
         m.matched += counts.matched
         m.ambiguous += counts.ambiguous
@@ -195,6 +188,82 @@ def match(
         m.notes.append(f"channel kind {kind!r} is unknown to this analyzer; "
                        "paired as a message channel (FIFO per sender)")
     return m
+
+
+def _match_group(m: Matching, kind: str, sends: list[int], recvs: list[int],
+                 started: Mapping[str, int], unknown: set[str]) -> _Result:
+    result = _Result()
+    if kind in STREAM_KINDS:
+        _match_stream(m, sends, recvs, result)
+    elif kind == "proc":
+        _match_proc(m, sends, recvs, result)
+    elif kind == "exit":
+        _match_exit(m, sends, recvs, result, started)
+    elif kind == "torch" and _is_collective(m.events, sends, recvs):
+        _match_collective(m, sends, recvs, result)
+    else:
+        if kind not in MESSAGE_KINDS and kind != "torch":
+            unknown.add(kind)
+        _match_messages(m, kind, sends, recvs, result)
+    return result
+
+
+def _count(m: Matching, kind: str, sends: list[int], recvs: list[int], result: _Result) -> None:
+    counts = m.by_kind.get(kind)
+    if counts is None:
+        counts = m.by_kind[kind] = KindCounts()
+    counts.sends += len(sends)
+    counts.recvs += len(recvs)
+    counts.matched += result.matched
+    counts.ambiguous += result.ambiguous
+    counts.external += len(recvs) - result.matched - result.ambiguous
+    counts.unmatched_sends += result.unmatched_sends
+
+
+def _peer(ev: MessageEvent) -> object:
+    return ev.meta.get("peer") if ev.meta else None
+
+
+def _endpoint(channel: str) -> str:
+    """``"tcp://h:1 bind>connect"`` → ``"tcp://h:1"``: both directions of one endpoint."""
+    return channel.rsplit(" ", 1)[0]
+
+
+def _learn_peers(m: Matching) -> dict[tuple[str, object], int | None]:
+    """ZeroMQ routing ids → the process behind them, from certain pairings.
+
+    A ROUTER records the routing id of the peer each message came from; the
+    certain edge into that receive names the process. An id seen for two
+    processes is unusable (None).
+    """
+    peers: dict[tuple[str, object], int | None] = {}
+    for s, r in m.edges:
+        ev = m.events[r]
+        peer = _peer(ev) if ev.kind == "zmq" else None
+        if peer is None:
+            continue
+        key = (_endpoint(ev.channel), peer)
+        process = m.proc_of[s]
+        peers[key] = process if peers.get(key, process) == process else None
+    return peers
+
+
+def _split_by_destination(m: Matching, channel: str, sends: list[int],
+                          peers: Mapping[tuple[str, object], int | None],
+                          ) -> dict[int, list[int]] | None:
+    """A ROUTER's sends grouped by the process each was addressed to; None if any is unknown.
+
+    Replies of equal content to several peers (the same weights to every
+    worker) are then paired exactly instead of ambiguously.
+    """
+    endpoint = _endpoint(channel)
+    split: dict[int, list[int]] = defaultdict(list)
+    for s in sends:
+        process = peers.get((endpoint, _peer(m.events[s])))
+        if process is None:
+            return None
+        split[process].append(s)
+    return split
 
 
 @dataclass(slots=True)
