@@ -120,11 +120,6 @@ class Emitter:
         """``time.monotonic()`` of the latest flush attempt."""
         return self._last_flush
 
-    def maybe_flush(self, interval: float = FLUSH_INTERVAL_S) -> None:
-        """Flush if records are pending and the last flush is ``interval`` seconds old."""
-        if self.pending and time.monotonic() - self._last_flush > interval:
-            self.flush()
-
     def flush(self, final: bool = False, wait: bool = False) -> None:
         """Send pending records; ``final`` tells the collector this process is done.
 

@@ -22,7 +22,7 @@ from typing import Any, Protocol
 
 from distea.tracer.clock import LogicalClock
 from distea.tracer.config import PARENT_TOKEN_ENV, START_METHOD_ENV, TracerConfig
-from distea.tracer.emitter import IDLE_FLUSH_INTERVAL_S, Emitter
+from distea.tracer.emitter import FLUSH_INTERVAL_S, IDLE_FLUSH_INTERVAL_S, Emitter
 from distea.tracer.monitor import Monitor
 from distea.tracer.scope import Scope
 from distea.wire import FORMAT_VERSION, LOST_DIR, Tag, process_file_name
@@ -386,12 +386,15 @@ class TracerSession:
 
         Called at every message event.
         """
-        if time.monotonic() >= self._next_periodic:
-            self._next_periodic = time.monotonic() + PERIODIC_S
+        now = time.monotonic()
+        if now >= self._next_periodic:
+            self._next_periodic = now + PERIODIC_S
             if not self.finished:
                 self.periodic()
         else:
-            self.emitter.maybe_flush()
+            emitter = self.emitter
+            if emitter.pending and now - emitter.last_flush > FLUSH_INTERVAL_S:
+                emitter.flush()
 
     def link(self, kind: str, end_a: str, end_b: str) -> None:
         """Two channel ends that are one pipe or socket pair."""
