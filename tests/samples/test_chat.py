@@ -20,6 +20,13 @@ A client's own stream (server -> client):
            | LEFT alice | BYE
     carol: WELCOME carol | ROOM ... | MSG alice hello everyone | PRIV bob psst, alice is here
            | LEFT alice | LEFT bob | BYE
+
+Where the impact reaches a client through the server, the tests bound its
+start from above (it must arrive by the relayed line that causally carries
+it) rather than pin it: the server is one process with a thread per client,
+its clock is per process, so a line another handler thread sends to that
+client after the carrying receive is rightly "after" it too, and whether
+such a line exists depends on thread scheduling.
 """
 
 from __future__ import annotations
@@ -111,7 +118,7 @@ def test_send_private(sr: SampleRun) -> None:
               not_impacted=[f"{SERVER}.ChatRoom.join", f"{SERVER}.ChatServer.__init__"])
     # carol: only through two edges (bob -> server -> carol), from the receive
     # that reads the PRIV line; her public reply comes after it.
-    assert sr.start(res, "carol") == sr.first_recv_past("carol", CAROL_BEFORE_PRIV)
+    assert sr.start(res, "carol") <= sr.first_recv_past("carol", CAROL_BEFORE_PRIV)
     sr.expect(res, "carol",
               impacted=[f"{CLIENT}.send_broadcast", f"{CLIENT}.leave_room",
                         f"{CLIENT}.carol_script"],
@@ -119,7 +126,7 @@ def test_send_private(sr: SampleRun) -> None:
     # Not pinned: carol's join_room (it may read ROOM, MSG alice and PRIV in one recv).
     # alice: only through carol's reply (four edges); her hello went out before
     # bob could react to it.
-    assert sr.start(res, "alice") == sr.first_recv_past("alice", ALICE_BEFORE_MSG_CAROL)
+    assert sr.start(res, "alice") <= sr.first_recv_past("alice", ALICE_BEFORE_MSG_CAROL)
     sr.expect(res, "alice", impacted=[f"{CLIENT}.leave_room"],
               not_impacted=[f"{CLIENT}.send_broadcast", f"{CLIENT}.join_room"])
     sr.expect(res, "launcher", impacted=["sample_systems._launch.RoleGroup.finish"],
@@ -138,8 +145,8 @@ def test_broadcast_message(sr: SampleRun) -> None:
     # Each client, through the server -> client edge, from the first relayed MSG
     # it reads. alice is not relayed her own hello: her first is carol's reply.
     for name, offset in BEFORE_MSG_ALICE.items():
-        assert sr.start(res, name) == sr.first_recv_past(name, offset), name
-    assert sr.start(res, "alice") == sr.first_recv_past("alice", ALICE_BEFORE_MSG_CAROL)
+        assert sr.start(res, name) <= sr.first_recv_past(name, offset), name
+    assert sr.start(res, "alice") <= sr.first_recv_past("alice", ALICE_BEFORE_MSG_CAROL)
     # bob's TELL reacts to the relayed hello; carol's reply to the PRIV after it.
     sr.expect(res, "bob", impacted=[f"{CLIENT}.send_private", f"{CLIENT}.leave_room"],
               not_impacted=[f"{CLIENT}.ChatSession.__init__"])
@@ -169,8 +176,8 @@ def test_carol_script(sr: SampleRun) -> None:
               impacted=[f"{SERVER}.ChatRoom.broadcast_message", f"{SERVER}.ChatRoom.leave"],
               not_impacted=[f"{SERVER}.ChatRoom.join"])
     # bob and alice: only through the server, from the relayed "MSG carol".
-    assert sr.start(res, "bob") == sr.first_recv_past("bob", BOB_BEFORE_MSG_CAROL)
-    assert sr.start(res, "alice") == sr.first_recv_past("alice", ALICE_BEFORE_MSG_CAROL)
+    assert sr.start(res, "bob") <= sr.first_recv_past("bob", BOB_BEFORE_MSG_CAROL)
+    assert sr.start(res, "alice") <= sr.first_recv_past("alice", ALICE_BEFORE_MSG_CAROL)
     sr.expect(res, "bob", impacted=[f"{CLIENT}.leave_room"],
               not_impacted=[f"{CLIENT}.send_private", f"{CLIENT}.join_room"])
     sr.expect(res, "alice", impacted=[f"{CLIENT}.leave_room"],
