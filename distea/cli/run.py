@@ -133,6 +133,15 @@ def process_tree(data: RunData) -> Tree:
 
 
 def _example_query(data: RunData) -> str:
+    """A query worth trying: a method that sent a message (its impact can cross
+    processes), else any method that ran, else a placeholder."""
+    senders = sorted(
+        (event.clock, event.method)
+        for events in data.messages.values() for event in events
+        if event.direction == "send" and event.kind not in ("proc", "exit")
+        and event.method and not event.method.endswith("<module>"))
+    if senders:
+        return senders[0][1]
     names = sorted({n for execs in data.executions.values() for n in execs
                     if not n.endswith("<module>")})
     return names[0] if names else "module.function"
