@@ -118,4 +118,3 @@ def _flush_on_sigterm(session: TracerSession) -> None:
         if signal.getsignal(signum) is signal.SIG_DFL:
             signal.signal(signum, handler)
     session.signal_handler = handler
-    sys.modules[__name__].__dict__["_sigterm_handler"] = handler
