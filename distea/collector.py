@@ -38,7 +38,11 @@ from distea.wire import (
     process_file_name,
 )
 
-POLL_MS = 50
+POLL_MS = 10
+"""How often the receiving thread looks up from an idle socket (and notices close())."""
+SETTLE_S = 0.03
+"""Silence after which a drained socket is taken as empty: batches already sent
+over ipc or loopback arrive within milliseconds."""
 RECEIVE_HIGH_WATER_MARK = 1024
 """Batches ZeroMQ may queue per connected tracer before it pushes back (and they drop)."""
 MAX_REFUSALS_KEPT = 100
@@ -298,9 +302,9 @@ class Collector:
             now = time.monotonic()
             waiting = [s for s in self.open_processes()
                        if _alive(s) or now - s.last_seen < quiet]
-            if not waiting and self.idle_for(since=began) >= min(quiet, 0.1):
+            if not waiting and self.idle_for(since=began) >= min(quiet, SETTLE_S):
                 break  # nothing alive to wait for, and nothing left in the socket
-            time.sleep(0.05)
+            time.sleep(0.01)
         return self.open_processes()
 
     def summary(self, still_open: list[ProcessStream]) -> dict[str, Any]:
