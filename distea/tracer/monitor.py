@@ -391,13 +391,6 @@ class Monitor:
 
     # -- code objects ---------------------------------------------------------
 
-    def _state_of(self, code: CodeType) -> CodeState | None:
-        """The in-scope state of ``code``, or None when it is not the user's."""
-        state = self.states.get(id(code))
-        if state is None:
-            state = self._classify(code)
-        return state if type(state) is CodeState else None
-
     def _classify(self, code: CodeType) -> CodeState | OutOfScope:
         module = self.scope.module_of(code)
         if module is None:
