@@ -42,6 +42,13 @@ def diff_options[F: Callable[..., Any]](func: F) -> F:
                              "(git diff -U0 REV).")(func)
 
 
+def method_set_options[F: Callable[..., Any]](func: F) -> F:
+    """What ``impact`` and ``deps`` share: --diff/--repo, --run/--json, --all."""
+    func = click.option("--all", "show_all", is_flag=True,
+                        help="List every method, not the first 25.")(func)
+    return diff_options(run_option(func))
+
+
 @contextmanager
 def _errors() -> Iterator[None]:
     """Turn analysis errors into one clear line on stderr (click prints it, exits 1)."""
@@ -178,9 +185,7 @@ def impact_json(run: Run, res: ImpactResult) -> dict[str, Any]:
 
 @click.command()
 @click.argument("queries", nargs=-1)
-@diff_options
-@run_option
-@click.option("--all", "show_all", is_flag=True, help="List every method, not the first 25.")
+@method_set_options
 def impact(queries: tuple[str, ...], diff_rev: str | None, repo: Path | None,
            run_dir: Path | None, as_json: bool, show_all: bool) -> None:
     """Methods, per process, that changing QUERIES could affect.
@@ -243,9 +248,7 @@ def deps_json(run: Run, res: DepsResult) -> dict[str, Any]:
 
 @click.command()
 @click.argument("targets", nargs=-1)
-@diff_options
-@run_option
-@click.option("--all", "show_all", is_flag=True, help="List every method, not the first 25.")
+@method_set_options
 def deps(targets: tuple[str, ...], diff_rev: str | None, repo: Path | None,
          run_dir: Path | None, as_json: bool, show_all: bool) -> None:
     """Methods, per process, that TARGETS' executions may depend on (backward)."""
