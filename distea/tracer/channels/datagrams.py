@@ -42,10 +42,8 @@ from typing import Any
 
 from distea.tracer.channels.multiprocessing import (
     GUARD,
-    commit_send,
     fingerprint,
     pipe_name,
-    reserve_send,
     socket_end_name,
 )
 from distea.tracer.channels.patching import Patches
@@ -177,7 +175,7 @@ class DatagramChannel:
         channel = self._pair_end(sock) if dst is None else None
         if channel is None:
             channel = self._name(kind, dst if dst is not None else sock.getpeername())
-        return kind, channel, stamp if stamp is not None else reserve_send(self.session)
+        return kind, channel, stamp if stamp is not None else self.session.stamp()
 
     def _commit_send(self, sock: socket.socket, prepared: tuple[str, str, tuple[int, int]],
                      payload: Any) -> None:
@@ -187,12 +185,7 @@ class DatagramChannel:
             meta["src"] = self._name(kind, sock.getsockname())
         index = self._next(channel, 0)
         if self.session is not None:
-            commit_send(self.session, reserved, kind, channel, index, index + 1, meta)
-
-    def _record_send(self, sock: socket.socket, payload: Any, dst: Any) -> None:
-        prepared = self._prepare_send(sock, dst)
-        if prepared is not None:
-            self._commit_send(sock, prepared, payload)
+            self.session.send(kind, channel, index, index + 1, meta, stamp=reserved)
 
     def _record_recv(self, sock: socket.socket, payload: Any, src: Any) -> None:
         kind = self._kind(sock)
@@ -343,7 +336,7 @@ class DatagramChannel:
         counts[slot], counts[slot + 1] = index + 1, start + size
         meta = {"fp": fingerprint(payload), "bytes": [start, start + size]}
         if reserved is not None:
-            commit_send(session, reserved, "pipe", pipe_name(ino), index, index + 1, meta)
+            session.send("pipe", pipe_name(ino), index, index + 1, meta, stamp=reserved)
         elif sending:
             session.send("pipe", pipe_name(ino), index, index + 1, meta)
         else:
@@ -373,7 +366,7 @@ class DatagramChannel:
             if pipe_fds.get(fd, 0) != -1 and not getattr(GUARD, "in_mp_call", False):
                 try:
                     if channel._pipe_inode(fd) >= 0 and channel.session is not None:
-                        reserved = reserve_send(channel.session)
+                        reserved = channel.session.stamp()
                 except Exception:
                     channel._error()
             written = orig_write(fd, data)

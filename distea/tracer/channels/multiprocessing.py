@@ -69,24 +69,6 @@ def fingerprint(data: Any) -> int:
     return (len(view) << 32) | zlib.crc32(view)
 
 
-def reserve_send(session: TracerSession) -> tuple[int, int]:
-    """The clock and method of a send, taken *before* the message leaves.
-
-    The record itself is written by :func:`commit_send` once the operation
-    succeeded. Taking the clock first keeps a send before its receive when
-    both ends are threads of one process: a receiving thread may wake up and
-    record its receive before the sending thread returns from the write. A
-    send that then fails leaves only an unused clock value.
-    """
-    return session.stamp()
-
-
-def commit_send(session: TracerSession, reserved: tuple[int, int], kind: str, channel: str,
-                start: int, end: int, meta: dict[str, Any] | None) -> None:
-    """Write the SEND record of a :func:`reserve_send`."""
-    session.send(kind, channel, start, end, meta, stamp=reserved)
-
-
 def socket_end_name(ino: int) -> str:
     """The channel name of one end of a socket pair (see LINK records)."""
     return f"{HOST}:sock:{ino}"
@@ -260,7 +242,7 @@ class MultiprocessingChannel:
             try:
                 ends = channel._ends_of(conn)
                 if ends is not None:
-                    reserved = reserve_send(session)
+                    reserved = session.stamp()
             except Exception:
                 session.errors += 1
             local.in_mp_call = True
@@ -272,8 +254,8 @@ class MultiprocessingChannel:
                 try:
                     index = ends.sent
                     ends.sent += 1
-                    commit_send(session, reserved, KIND, ends.outgoing, index, index + 1,
-                                {"fp": fingerprint(buf)})
+                    session.send(KIND, ends.outgoing, index, index + 1,
+                                 {"fp": fingerprint(buf)}, stamp=reserved)
                 except Exception:
                     session.errors += 1
 

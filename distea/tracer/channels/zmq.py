@@ -32,9 +32,9 @@ process whose request the ROUTER received from X, which lets an analyzer
 tell apart replies that share a fingerprint.
 
 A send's clock is taken before the frame is handed over and its record
-written after success (:func:`~distea.tracer.channels.multiprocessing.
-reserve_send`): threads of one process talking over ``inproc://`` keep
-each send before its receive.
+written after success (``session.stamp()``, then ``session.send(...,
+stamp=)``): threads of one process talking over ``inproc://`` keep each
+send before its receive.
 
 Never traced: the tracer's own emitter socket, and monitor sockets
 (``get_monitor_socket``: libzmq writes their events itself).
@@ -49,7 +49,6 @@ from typing import Any
 import zmq
 
 from distea.tracer.channels.datagrams import canonical_host
-from distea.tracer.channels.multiprocessing import commit_send, reserve_send
 from distea.tracer.channels.patching import Patches
 from distea.tracer.session import TracerSession
 
@@ -268,7 +267,7 @@ class ZmqChannel:
             try:
                 state = channel._traced(sock)
                 if state is not None and channel.session is not None:
-                    reserved = reserve_send(channel.session)
+                    reserved = channel.session.stamp()
             except Exception:
                 channel._error()
             result = original(sock, data, flags, *args, **kwargs)
@@ -338,7 +337,7 @@ class ZmqChannel:
                 meta["peer"], state.send_peer = state.send_peer, None
             index = state.sent
             state.sent += 1
-            commit_send(session, reserved, KIND, channels[0], index, index + 1, meta)
+            session.send(KIND, channels[0], index, index + 1, meta, stamp=reserved)
         else:
             if state.router:
                 meta["peer"], state.recv_peer = state.recv_peer, None
