@@ -12,7 +12,8 @@ from typing import Any
 import zmq
 
 from distea.tracer.channels.datagrams import DatagramChannel
-from distea.tracer.channels.multiprocessing import IMPORT_HOOKS, ImportHooks, MultiprocessingChannel
+from distea.tracer.channels.importhooks import IMPORT_HOOKS, ImportHooks
+from distea.tracer.channels.multiprocessing import MultiprocessingChannel
 from distea.tracer.channels.sockets import SocketChannel
 from distea.tracer.channels.torch_distributed import TorchDistributedChannel
 from distea.tracer.channels.zmq import ZmqChannel

@@ -463,7 +463,7 @@ def test_fake_package_under_distea_run(program) -> None:
 
 def test_no_torch_costs_nothing(tmp_path: Path) -> None:
     """Without torch.distributed imported, the channel only waits for the import."""
-    from distea.tracer.channels.multiprocessing import IMPORT_HOOKS
+    from distea.tracer.channels.importhooks import IMPORT_HOOKS
 
     session = FakeSession()
     channel = TorchDistributedChannel()

@@ -41,7 +41,7 @@ from collections.abc import Callable
 from types import ModuleType
 from typing import Any
 
-from distea.tracer.channels.multiprocessing import IMPORT_HOOKS
+from distea.tracer.channels.importhooks import IMPORT_HOOKS
 from distea.tracer.channels.patching import Patches
 from distea.tracer.session import TracerSession
 
@@ -122,9 +122,7 @@ class TorchDistributedChannel:
         IMPORT_HOOKS.when_imported(MODULE, self._on_import)
 
     def uninstall(self) -> None:
-        IMPORT_HOOKS.watched.pop(MODULE, None)
-        if not IMPORT_HOOKS.watched:
-            IMPORT_HOOKS.remove()
+        IMPORT_HOOKS.forget(MODULE)
         self.patches.restore()
         if self._restore_wait is not None:
             work, raw = self._restore_wait
