@@ -3,9 +3,10 @@
 asyncio's selector transports and ``loop.sock_*`` call the same
 ``socket.socket`` methods, so patching the class covers both. ``ssl``
 sockets bypass ``socket.send``/``recv`` (OpenSSL writes the descriptor
-itself), so ``SSLSocket.send``/``read`` are patched too and count plaintext
-offsets; asyncio's SSL goes through a memory BIO and plain socket calls, so
-it is seen as the ciphertext stream, equally consistent at both ends.
+itself), so ``SSLSocket.send``/``read`` are patched too (once the program
+imports ``ssl``, not at start-up) and count plaintext offsets; asyncio's SSL
+goes through a memory BIO and plain socket calls, so it is seen as the
+ciphertext stream, equally consistent at both ends.
 
 A channel is one direction of one connection, named ``SRC>DST`` from
 addresses both ends can see. Unix sockets often have an unnamed end; it is
@@ -19,11 +20,13 @@ from __future__ import annotations
 import os
 import select
 import socket
-import ssl
 import struct
+import sys
 import weakref
+from types import ModuleType
 from typing import Any
 
+from distea.tracer.channels.importhooks import IMPORT_HOOKS
 from distea.tracer.channels.patching import Patches
 from distea.tracer.session import TracerSession
 
@@ -102,10 +105,14 @@ class SocketChannel:
             self._patch_send(socket.socket, name, "tcp")
         for name in STREAM_RECVS:
             self._patch_recv(socket.socket, name, "tcp")
+        IMPORT_HOOKS.when_imported("ssl", self._patch_ssl)
+
+    def _patch_ssl(self, ssl: ModuleType) -> None:
         self._patch_send(ssl.SSLSocket, "send", "ssl")
         self._patch_recv(ssl.SSLSocket, "read", "ssl")
 
     def uninstall(self) -> None:
+        IMPORT_HOOKS.forget("ssl")
         self.patches.restore()
 
     def _stream(self, sock: socket.socket, kind: str) -> _Stream | None:
@@ -215,7 +222,8 @@ def _ready_soon(sock: Any, name: str, args: tuple[Any, ...], kwargs: dict[str, A
                                                                    int(timeout * 1000))
         if wait_ms <= 0:
             return True
-        if isinstance(sock, ssl.SSLSocket) and sock.pending():
+        ssl = sys.modules.get("ssl")
+        if ssl is not None and isinstance(sock, ssl.SSLSocket) and sock.pending():
             return True
         poller = select.poll()
         poller.register(sock.fileno(), select.POLLIN | select.POLLPRI)
