@@ -44,6 +44,7 @@ class SampleInfo:
 _PS = "sample_systems.param_server"
 _RING = "sample_systems.ring_allreduce"
 _PIPE = "sample_systems.task_pipeline"
+_WC = "sample_systems.wordcount"
 
 SAMPLES: dict[str, SampleInfo] = {
     info.name: info
@@ -129,6 +130,25 @@ SAMPLES: dict[str, SampleInfo] = {
                 f"{_RING}.worker.load_shard",
                 f"{_RING}.worker.rendezvous",
                 f"{_RING}.ring.connect_ring",
+            ),
+        ),
+        SampleInfo(
+            name="wordcount",
+            summary="map-reduce word count: 3 mappers send partial counts early, "
+                    "a busy reducer reads them late (distea vs DistIA)",
+            module=_WC,
+            processes=5,
+            interesting_queries=(
+                f"{_WC}.mapper.shard_statistics",
+                f"{_WC}.mapper.count_words",
+                f"{_WC}.mapper.write_local_summary",
+                f"{_WC}.reducer.merge_partition",
+            ),
+            never_impacted=(
+                f"{_WC}.reducer.open_mailboxes",
+                f"{_WC}.reducer.load_stopwords",
+                f"{_WC}.mapper.load_shard",
+                f"{_WC}.corpus.make_shard",
             ),
         ),
         SampleInfo(

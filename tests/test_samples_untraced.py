@@ -103,6 +103,13 @@ def check_ring_allreduce(stdout: str) -> None:
     assert "3 ranks agree on the final weights" in stdout
 
 
+def check_wordcount(stdout: str) -> None:
+    # 3 seeded shards; the reducer's totals are the sum of the mappers' own counts.
+    assert "[reducer] reduced 3 partial results in mapper order: 3871, 4034, 3753 tokens" in stdout
+    assert "[reducer] corpus: 11658 tokens, 103 distinct words" in stdout
+    assert stdout.count("sent 8 partitions") == 3
+
+
 CHECKS: dict[str, Callable[[str], None]] = {
     "chat": check_chat,
     "echo_async": check_echo_async,
@@ -110,6 +117,7 @@ CHECKS: dict[str, Callable[[str], None]] = {
     "kvstore": check_kvstore,
     "param_server": check_param_server,
     "ring_allreduce": check_ring_allreduce,
+    "wordcount": check_wordcount,
 }
 
 
