@@ -44,6 +44,15 @@ MAX_PENDING = 4 * BATCH_SIZE
 """Linger at exit once a send has found the queue full: the collector is likely gone."""
 
 
+Record = list[Any] | tuple[Any, ...]
+"""One trace record: ``[Tag, ...]`` (see docs/trace-format.md)."""
+
+
+def array_header_size(length: int) -> int:
+    """Bytes of the msgpack header of an array of ``length`` items."""
+    return 1 if length < 16 else 3 if length < 1 << 16 else 5
+
+
 class Emitter:
     def __init__(
         self,
@@ -56,11 +65,13 @@ class Emitter:
         self.key = key
         self.curve = curve
         self.linger_ms = linger_ms
-        self.pending: list[Any] = []
+        self.pending: list[Record] = []
+        """Records not yet handed to ZeroMQ. Always this one list (cleared, never
+        replaced), so that callers on the hot path may keep its ``append``."""
         self.dropped = 0
         """Records given up on: batches refused by a full queue, or built with no socket."""
         self.sent_batches = 0
-        self._flush_at = BATCH_SIZE
+        self.flush_at = BATCH_SIZE
         """``add`` flushes at this many pending records (more while ZeroMQ's queue is full)."""
         self.deferred = 0
         """Flushes that found ZeroMQ's queue full and kept their records for the next one."""
@@ -109,11 +120,22 @@ class Emitter:
         sock.connect(self.endpoint)
         self._context, self._socket = context, sock
 
-    def add(self, record: list[Any]) -> None:
+    def add(self, record: Record) -> None:
         """Queue one record; send a batch when enough has gathered."""
         self.pending.append(record)
-        if len(self.pending) >= self._flush_at:
+        if len(self.pending) >= self.flush_at:
             self.flush()
+
+    def _take_pending(self) -> list[Record]:
+        """Empty ``pending`` in place and return what it held.
+
+        Only what was there when the copy was made is removed: a record
+        another thread appends meanwhile stays for the next flush.
+        """
+        pending = self.pending
+        records = pending[:]
+        del pending[:len(records)]
+        return records
 
     @property
     def last_flush(self) -> float:
@@ -132,7 +154,7 @@ class Emitter:
         if not self._lock.acquire(blocking=wait, timeout=self.linger_ms / 1000 if wait else -1):
             return
         try:
-            records, self.pending = self.pending, []
+            records = self._take_pending()
             self._last_flush = time.monotonic()
             if not records and not final:
                 return
@@ -158,8 +180,9 @@ class Emitter:
         if not final and not int(sock.getsockopt(zmq.EVENTS)) & zmq.POLLOUT:
             self._back_off(records)
             return
-        pack = self._packer.pack
-        payload = b"".join([pack(r) for r in records])
+        # One C call packs the whole batch as an array; the collector wants the
+        # records back to back, so the array's own header is cut off.
+        payload = memoryview(self._packer.pack(records))[array_header_size(len(records)):]
         header = msgpack.packb([FORMAT_VERSION, self.key, self._seq, final])
         frames = [WIRE_MAGIC, header, payload]
         try:
@@ -182,7 +205,7 @@ class Emitter:
         else:
             self.sent_batches += 1
             self._recent.append(len(records))
-            self._flush_at = BATCH_SIZE
+            self.flush_at = BATCH_SIZE
         self._seq += 1
 
     def _back_off(self, records: list[Any]) -> None:
@@ -190,7 +213,7 @@ class Emitter:
         if len(records) + len(self.pending) <= MAX_PENDING:
             self.pending[:0] = records
             self.deferred += 1
-            self._flush_at = len(self.pending) + BATCH_SIZE // 8  # not at every add
+            self.flush_at = len(self.pending) + BATCH_SIZE // 8  # not at every add
         else:
             self._drop(records)
             self._seq += 1
@@ -240,11 +263,11 @@ class Emitter:
         self._suspended = True
         self._held_for_fork = held
         try:
-            records, self.pending = self.pending, []
+            records = self._take_pending()
             if records and held:
                 self._send(records, False)
             elif records:
-                self.pending = records + self.pending
+                self.pending[:0] = records
             if held:
                 self._disconnect(min(self.linger_ms, FORK_LINGER_MS))
         except Exception:
@@ -271,11 +294,11 @@ class Emitter:
         # never touched again here: closing it could hang on the parent's threads.
         self._socket = self._context = None
         self.key = key
-        self.pending = []
+        self.pending.clear()
         self.dropped = 0
         self.sent_batches = 0
         self.deferred = 0
-        self._flush_at = BATCH_SIZE
+        self.flush_at = BATCH_SIZE
         self.stalled = False
         self.undelivered = None
         self._recent = deque(maxlen=HIGH_WATER_MARK)

@@ -18,22 +18,27 @@ import sys
 import threading
 import time
 from collections.abc import Callable
+from threading import get_ident
+from time import monotonic
 from typing import Any, Protocol
 
 from distea.tracer.clock import LogicalClock
 from distea.tracer.config import PARENT_TOKEN_ENV, START_METHOD_ENV, TracerConfig
-from distea.tracer.emitter import FLUSH_INTERVAL_S, IDLE_FLUSH_INTERVAL_S, Emitter
+from distea.tracer.emitter import BATCH_SIZE, FLUSH_INTERVAL_S, IDLE_FLUSH_INTERVAL_S, Emitter
 from distea.tracer.monitor import Monitor
 from distea.tracer.scope import Scope
 from distea.wire import FORMAT_VERSION, LOST_DIR, Tag, process_file_name
+
+SEND, RECV = int(Tag.SEND), int(Tag.RECV)
+"""Plain ints: packing an IntEnum member costs more than packing its value."""
 
 FLUSHED_SIGNALS = (signal.SIGTERM, signal.SIGHUP)
 """Signals whose default action ends the process without atexit: flushed first."""
 
 PERIODIC_S = 0.5
+"""At most this long between sends of last clocks and stats while messages flow."""
 READY_CHECK_INTERVAL_S = 0.001
 """After a receive was found ready, skip the readiness check this long (busy loops)."""
-"""At most this long between sends of last clocks and stats while messages flow."""
 
 RANK_VARIABLES = (
     ("RANK", "WORLD_SIZE"),
@@ -41,6 +46,21 @@ RANK_VARIABLES = (
     ("PMI_RANK", "PMI_SIZE"),
     ("SLURM_PROCID", "SLURM_NTASKS"),
 )
+
+
+class SendRecorder(Protocol):
+    """``session.send(kind, channel, start, end, meta=None, stamp=None)``: a message left."""
+
+    def __call__(self, kind: str, channel: str, start: int, end: int,
+                 meta: dict[str, Any] | None = None,
+                 stamp: tuple[int, int] | None = None) -> None: ...
+
+
+class RecvRecorder(Protocol):
+    """``session.recv(kind, channel, start, end, meta=None)``: a message arrived."""
+
+    def __call__(self, kind: str, channel: str, start: int, end: int,
+                 meta: dict[str, Any] | None = None) -> None: ...
 
 
 class Channel(Protocol):
@@ -128,7 +148,19 @@ class TracerSession:
         """Our flush-then-die handler, where startup installed it."""
         self._signals_defaulted: list[int] = []
         self._next_periodic = time.monotonic() + PERIODIC_S
+        self._due = [self._next_periodic]
+        """When a message event must call :meth:`_service` (a flush or periodic work may
+        be due); events before it only append their record. A one-item list: the
+        recorders read it through their closure."""
+        self._records = self.emitter.pending
+        self._method_on_stack = self.monitor.method_on_stack
         self._ready_seen = 0.0
+        self.blocking_check_at = 0.0
+        """Before this ``time.monotonic()``, :meth:`before_blocking` has surely nothing to
+        do: channels on a hot path may skip the call."""
+        self.send: SendRecorder
+        self.recv: RecvRecorder
+        self.send, self.recv = self._message_recorders()
         """When a receive was last found to have its data at once (see before_blocking)."""
 
     # -- start and end ---------------------------------------------------------
@@ -295,7 +327,8 @@ class TracerSession:
             self.key = process_key()
             self.errors = 0
             self._role = None
-            self._next_periodic = time.monotonic() + PERIODIC_S
+            self._next_periodic = self._due[0] = time.monotonic() + PERIODIC_S
+            self.blocking_check_at = 0.0
             self.local = threading.local()
             self.emitter.reset_after_fork(self.key)
             self.monitor.reset_after_fork()
@@ -318,60 +351,85 @@ class TracerSession:
     def stamp(self) -> tuple[int, int]:
         """Clock and method for a send that is about to happen.
 
-        Channels take it *before* the bytes leave and pass it to :meth:`send`
+        Channels take it *before* the bytes leave and pass it to ``send``
         after: once the bytes are out, a reply can come back to another
         thread of this process, and its receive must not get an earlier clock
         than the send that caused it.
         """
-        return self.clock.tick(), self.monitor.method_on_stack(sys._getframe(1))
+        clock = self.clock
+        value = clock.value = clock.value + 1
+        return value, self._method_on_stack(sys._getframe(1))
 
-    def send(self, kind: str, channel: str, start: int, end: int,
-             meta: dict[str, Any] | None = None, stamp: tuple[int, int] | None = None) -> None:
-        if stamp is None:
-            clock, mid = self.clock.tick(), self.monitor.method_on_stack(sys._getframe(1))
-        else:
-            clock, mid = stamp
-        self.emitter.add([Tag.SEND, clock, kind, channel, start, end, mid,
-                          threading.get_ident(), meta])
-        self.maybe_flush()
+    def _message_recorders(self) -> tuple[SendRecorder, RecvRecorder]:
+        """``send`` and ``recv``: what channels call at every message.
 
-    def recv(self, kind: str, channel: str, start: int, end: int,
-             meta: dict[str, Any] | None = None) -> None:
-        clock = self.clock.tick()
-        mid = self.monitor.method_on_stack(sys._getframe(1))
-        self.emitter.add([Tag.RECV, clock, kind, channel, start, end, mid,
-                          threading.get_ident(), meta])
-        self.monitor.new_epoch()
-        self.maybe_flush()
+        They are closures over the objects they touch (the clock, the pending
+        records list, the monitor), which all live as long as the session and
+        are reset in place after ``fork``: each message then costs one tuple,
+        one clock read and the method lookup, with no attribute chains. The
+        re-arming of the epoch a receive opens is only called when something
+        was disabled since the last one.
+        """
+        clock = self.clock
+        records = self.emitter.pending
+        append = records.append
+        method_on_stack = self._method_on_stack
+        monitor = self.monitor
+        to_rearm = monitor.to_rearm
+        getframe = sys._getframe
+        due = self._due
 
-    def has_unsent(self) -> bool:
-        """Records or moved last clocks that have not left this process yet."""
-        return not self.finished and bool(self.emitter.pending or self.monitor.dirty_states)
+        def send(kind: str, channel: str, start: int, end: int,
+                 meta: dict[str, Any] | None = None,
+                 stamp: tuple[int, int] | None = None) -> None:
+            if stamp is None:
+                value = clock.value = clock.value + 1
+                mid = method_on_stack(getframe(1))
+            else:
+                value, mid = stamp
+            append((SEND, value, kind, channel, start, end, mid, get_ident(), meta))
+            if monotonic() >= due[0] or len(records) >= BATCH_SIZE:
+                self._service()
 
-    def before_blocking(self, ready: Callable[[], bool] | None = None) -> None:
+        def recv(kind: str, channel: str, start: int, end: int,
+                 meta: dict[str, Any] | None = None) -> None:
+            value = clock.value = clock.value + 1
+            append((RECV, value, kind, channel, start, end, method_on_stack(getframe(1)),
+                    get_ident(), meta))
+            clock.epoch = value
+            if to_rearm:
+                monitor.new_epoch()
+            if monotonic() >= due[0] or len(records) >= BATCH_SIZE:
+                self._service()
+
+        return send, recv
+
+    def before_blocking(self, ready: Callable[..., bool] | None = None, *ready_args: Any) -> None:
         """Channels call this just before a receive that may block.
 
         Pending records (and moved last clocks) leave first, so that a process
         killed while it waits has lost nothing it did. To keep request/reply
         loops cheap, a flush less than ``IDLE_FLUSH_INTERVAL_S`` after the
-        previous one is skipped, unless ``ready`` (when the channel can tell;
-        it may wait a few milliseconds to find out) says the receive will
-        really wait; ``ready`` itself is asked at most once a millisecond
-        while it keeps answering yes. So a process killed while it waits has
-        lost at most its last millisecond. ``ready`` is not guarded: what a
-        signal handler raises while it waits belongs to the program.
+        previous one is skipped, unless ``ready(*ready_args)`` (when the
+        channel can tell; it may wait a few milliseconds to find out) says the
+        receive will really wait; ``ready`` itself is asked at most once a
+        millisecond while it keeps answering yes. So a process killed while it
+        waits has lost at most its last millisecond. ``ready`` is not guarded:
+        what a signal handler raises while it waits belongs to the program.
         """
-        emitter = self.emitter
-        if self.finished:
+        if self.finished or not (self._records or self.monitor.dirty_states):
             return
-        now = time.monotonic()
+        emitter = self.emitter
+        now = monotonic()
         if now - emitter.last_flush < IDLE_FLUSH_INTERVAL_S:
-            if not emitter.pending or ready is None:
+            if not self._records or ready is None:
                 return
             if now - self._ready_seen < READY_CHECK_INTERVAL_S:
                 return  # a receive was found ready a moment ago: a busy loop
-            if ready():
+            if ready(*ready_args):
                 self._ready_seen = now
+                self.blocking_check_at = min(emitter.last_flush + IDLE_FLUSH_INTERVAL_S,
+                                             now + READY_CHECK_INTERVAL_S)
                 return
         try:
             for record in self.monitor.drain_lasts():
@@ -381,20 +439,23 @@ class TracerSession:
         except Exception:
             self.errors += 1
 
-    def maybe_flush(self) -> None:
-        """Flush what has waited long enough; now and then send last clocks and stats too.
-
-        Called at every message event.
-        """
-        now = time.monotonic()
-        if now >= self._next_periodic:
-            self._next_periodic = now + PERIODIC_S
-            if not self.finished:
-                self.periodic()
-        else:
+    def _service(self) -> None:
+        """Flush what has waited long enough or filled a batch; now and then send
+        last clocks and stats too. Message events call this when ``_due`` has
+        come or a batch may be full, so most of them pay one clock read."""
+        try:
             emitter = self.emitter
-            if emitter.pending and now - emitter.last_flush > FLUSH_INTERVAL_S:
+            now = monotonic()
+            if now >= self._next_periodic:
+                self._next_periodic = now + PERIODIC_S
+                if not self.finished:
+                    self.periodic()
+            elif self._records and (now - emitter.last_flush > FLUSH_INTERVAL_S
+                                    or len(self._records) >= emitter.flush_at):
                 emitter.flush()
+            self._due[0] = min(self._next_periodic, emitter.last_flush + FLUSH_INTERVAL_S)
+        except Exception:
+            self.errors += 1
 
     def link(self, kind: str, end_a: str, end_b: str) -> None:
         """Two channel ends that are one pipe or socket pair."""

@@ -28,6 +28,19 @@ class StubSession:
         self.errors = 0
         self.finished = False
         self.emitter = types.SimpleNamespace(_socket=None)
+        self.blocking_check_at = 0.0
+
+    def stamp(self) -> tuple[int, int]:
+        return 0, -1
+
+    def send(self, *args: Any) -> None:
+        pass
+
+    def recv(self, *args: Any) -> None:
+        pass
+
+    def before_blocking(self, *args: Any) -> None:
+        pass
 
 
 def patched_state() -> dict[str, Any]:

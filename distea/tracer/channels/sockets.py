@@ -11,8 +11,8 @@ ciphertext stream, equally consistent at both ends.
 A channel is one direction of one connection, named ``SRC>DST`` from
 addresses both ends can see. Unix sockets often have an unnamed end; it is
 named by its owner's pid, which the other end learns through SO_PEERCRED.
-A thread-local guard keeps nested calls (``SSLSocket.send`` falling back on
-``socket.send``) from being counted twice.
+An ``SSLSocket`` that is not encrypted (yet) falls back on plain ``socket``
+methods: its wrappers step aside then, so nothing is counted twice.
 """
 
 from __future__ import annotations
@@ -23,6 +23,8 @@ import socket
 import struct
 import sys
 import weakref
+from collections.abc import Callable
+from time import monotonic
 from types import ModuleType
 from typing import Any
 
@@ -115,42 +117,46 @@ class SocketChannel:
         IMPORT_HOOKS.forget("ssl")
         self.patches.restore()
 
-    def _stream(self, sock: socket.socket, kind: str) -> _Stream | None:
+    def _new_stream(self, sock: socket.socket, kind: str) -> _Stream | None:
+        """Describe a socket seen for the first time (or whose id was reused) and keep it."""
         key = id(sock)
-        entry = self.streams.get(key)
-        if entry is not None and entry[0]() is sock:
-            return entry[1]
         stream = describe(sock, kind)
         streams = self.streams
-        self.streams[key] = (weakref.ref(sock, lambda _: streams.pop(key, None)), stream)
+        streams[key] = (weakref.ref(sock, lambda _: streams.pop(key, None)), stream)
         return stream
+
+    # The wrappers below run at every send and receive. They keep what they need
+    # in closure variables and take no thread-local guard: nested calls only
+    # happen through SSLSocket, whose wrappers step aside when the socket is not
+    # (yet) encrypted and plain ``socket`` methods do the work (and the counting).
 
     def _patch_send(self, cls: type, name: str, kind: str) -> None:
         original = getattr(cls, name)
         session = self.session
-        local = session.local
+        stamp, record = session.stamp, session.send
+        streams_get = self.streams.get
+        new_stream = self._new_stream
         channel = self
+        counted = SENT_BYTES[name]
+        ssl_layer = kind == "ssl"
 
         def send(sock: Any, data: Any, *args: Any, **kwargs: Any) -> Any:
-            if getattr(local, "in_socket_call", False):
+            if ssl_layer and sock._sslobj is None:
                 return original(sock, data, *args, **kwargs)
-            local.in_socket_call = True
+            taken = stamp()
+            result = original(sock, data, *args, **kwargs)
             try:
-                stamp = session.stamp()
-                result = original(sock, data, *args, **kwargs)
-            finally:
-                local.in_socket_call = False
-            try:
-                stream = channel._stream(sock, kind)
+                entry = streams_get(id(sock))
+                stream = (entry[1] if entry is not None and entry[0]() is sock
+                          else new_stream(sock, kind))
                 if stream is not None:
-                    sent = _bytes_sent(name, data, result)
+                    sent = counted(data, result)
                     if sent:
                         start = stream.sent
-                        stream.sent += sent
-                        session.send(stream.kind, stream.outgoing, start, stream.sent,
-                                     stamp=stamp)
+                        stream.sent = end = start + sent
+                        record(stream.kind, stream.outgoing, start, end, None, taken)
                 elif channel.datagrams is not None:
-                    channel.datagrams.sent(sock, name, data, args, result, stamp)
+                    channel.datagrams.sent(sock, name, data, args, result, taken)
             except Exception:
                 session.errors += 1
             return result
@@ -161,32 +167,34 @@ class SocketChannel:
     def _patch_recv(self, cls: type, name: str, kind: str) -> None:
         original = getattr(cls, name)
         session = self.session
-        local = session.local
+        before_blocking, record = session.before_blocking, session.recv
+        streams_get = self.streams.get
+        new_stream = self._new_stream
         channel = self
+        counted = RECEIVED_BYTES[name]
+        ssl_layer = kind == "ssl"
 
         def recv(sock: Any, *args: Any, **kwargs: Any) -> Any:
-            if getattr(local, "in_socket_call", False):
+            if ssl_layer and sock._sslobj is None:
                 return original(sock, *args, **kwargs)
-            if session.has_unsent():
-                # The program may block here: our records leave first, unless the
-                # data comes within a few milliseconds (request/reply loops then
-                # do not pay a flush per round trip). before_blocking guards its
-                # own work; what a signal handler raises during the short wait
-                # propagates, as it would have from the receive itself.
-                session.before_blocking(lambda: _ready_soon(sock, name, args, kwargs))
-            local.in_socket_call = True
+            # The program may block here: our records leave first, unless the data
+            # comes within a few milliseconds (request/reply loops then do not pay
+            # a flush per round trip). before_blocking guards its own work; what a
+            # signal handler raises during the short wait propagates, as it would
+            # have from the receive itself.
+            if monotonic() >= session.blocking_check_at:
+                before_blocking(_ready_soon, sock, name, args, kwargs)
+            result = original(sock, *args, **kwargs)
             try:
-                result = original(sock, *args, **kwargs)
-            finally:
-                local.in_socket_call = False
-            try:
-                stream = channel._stream(sock, kind)
+                entry = streams_get(id(sock))
+                stream = (entry[1] if entry is not None and entry[0]() is sock
+                          else new_stream(sock, kind))
                 if stream is not None:
-                    received = _bytes_received(name, result)
+                    received = counted(result)
                     if received:
                         start = stream.received
-                        stream.received += received
-                        session.recv(stream.kind, stream.incoming, start, stream.received)
+                        stream.received = end = start + received
+                        record(stream.kind, stream.incoming, start, end, None)
                 elif channel.datagrams is not None:
                     channel.datagrams.received(sock, name, args, result)
             except Exception:
@@ -235,19 +243,22 @@ def _ready_soon(sock: Any, name: str, args: tuple[Any, ...], kwargs: dict[str, A
         return False
 
 
-def _bytes_sent(name: str, data: Any, result: Any) -> int:
-    if name == "sendall":
-        return memoryview(data).nbytes
-    if name == "sendmsg":
-        return int(result)
-    return int(result)
+def _received_count(result: Any) -> int:
+    """``recv``/``read``: the bytes returned, or (``read`` into a buffer) their count."""
+    return len(result) if isinstance(result, bytes | bytearray) else int(result or 0)
 
 
-def _bytes_received(name: str, result: Any) -> int:
-    if name in ("recv", "read"):
-        return len(result) if isinstance(result, bytes | bytearray) else int(result or 0)
-    if name == "recvmsg":
-        return len(result[0])
-    if name == "recvmsg_into":
-        return int(result[0])
-    return int(result)
+SENT_BYTES: dict[str, Callable[[Any, Any], int]] = {
+    "send": lambda data, result: int(result),
+    "sendmsg": lambda data, result: int(result),
+    "sendall": lambda data, result: memoryview(data).nbytes,
+}
+"""How many bytes a successful call of each send method moved (from its data and result)."""
+RECEIVED_BYTES: dict[str, Callable[[Any], int]] = {
+    "recv": _received_count,
+    "read": _received_count,
+    "recv_into": int,
+    "recvmsg": lambda result: len(result[0]),
+    "recvmsg_into": lambda result: int(result[0]),
+}
+"""How many bytes a receive method's result says arrived."""
