@@ -521,7 +521,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--only", action="append", default=[], metavar="WORKLOAD",
                         help="run only workloads whose module or name contains this "
                              "(repeatable): empty, cpu, calls, tcp_loop, zmq_loop, "
-                             "param_server, ring_allreduce")
+                             "param_server, ring_allreduce, wordcount")
     parser.add_argument("--tools", help="comma-separated subset of: " + ", ".join(TOOLS))
     parser.add_argument("--no-precision", action="store_true")
     parser.add_argument("--no-scale", action="store_true", help="skip analysis scale")

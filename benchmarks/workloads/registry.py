@@ -58,4 +58,7 @@ WORKLOADS: tuple[Workload, ...] = (
     Workload("ring_allreduce sample", "sample_systems.ring_allreduce",
              ("--steps", "30"), ("--steps", "5"), distributed=True, precision=True,
              needs=("numpy",)),
+    Workload("wordcount sample (late reads)", "sample_systems.wordcount",
+             ("--documents", "10000"), ("--documents", "2000"), distributed=True,
+             precision=True),
 )

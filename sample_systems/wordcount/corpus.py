@@ -28,14 +28,14 @@ VOCABULARY = tuple(_WORDS.split())
 """The words, most frequent first (stop words lead)."""
 
 
-def make_shard(index: int) -> list[str]:
+def make_shard(index: int, documents: int = DOCUMENTS_PER_SHARD) -> list[str]:
     """The documents of mapper `index`'s shard (lines of lower-case words, some punctuation)."""
     rng = random.Random(SEED * 1000 + index)
     weights = [1.0 / (rank + 1) for rank in range(len(VOCABULARY))]
-    documents = []
-    for _ in range(DOCUMENTS_PER_SHARD):
+    shard = []
+    for _ in range(documents):
         words = rng.choices(VOCABULARY, weights, k=rng.randint(*WORDS_PER_DOCUMENT))
         if rng.random() < 0.5:
             words[0] = words[0].capitalize()
-        documents.append(" ".join(words) + rng.choice((".", "!", "?", ";")))
-    return documents
+        shard.append(" ".join(words) + rng.choice((".", "!", "?", ";")))
+    return shard

@@ -19,7 +19,7 @@ import socket
 from collections import Counter
 from dataclasses import dataclass
 
-from sample_systems.wordcount.corpus import make_shard
+from sample_systems.wordcount.corpus import DOCUMENTS_PER_SHARD, make_shard
 from sample_systems.wordcount.wire import PARTITIONS, TIMEOUT_S, encode_frame, partition_of
 
 PUNCTUATION = ".,;:!?\"'()"
@@ -34,9 +34,9 @@ class ShardStats:
     rarest: str
 
 
-def load_shard(index: int) -> list[str]:
+def load_shard(index: int, documents: int) -> list[str]:
     """This mapper's documents (seeded, so the same in every run)."""
-    return make_shard(index)
+    return make_shard(index, documents)
 
 
 def tokenize(document: str) -> list[str]:
@@ -117,8 +117,8 @@ def write_local_summary(name: str, stats: ShardStats, top: list[tuple[str, int]]
           + f"; most frequent bigram '{a} {b}' x{n}")
 
 
-def run_mapper(name: str, index: int, port: int) -> None:
-    documents = load_shard(index)
+def run_mapper(name: str, index: int, port: int, shard_size: int) -> None:
+    documents = load_shard(index, shard_size)
     counts = count_words(documents)
     parts = partition_counts(counts)
     message = encode_partial_result(parts)
@@ -136,8 +136,9 @@ def main() -> None:
     parser.add_argument("--name", required=True)
     parser.add_argument("--index", type=int, required=True)
     parser.add_argument("--port", type=int, required=True)
+    parser.add_argument("--documents", type=int, default=DOCUMENTS_PER_SHARD)
     args = parser.parse_args()
-    run_mapper(args.name, args.index, args.port)
+    run_mapper(args.name, args.index, args.port, args.documents)
 
 
 if __name__ == "__main__":
