@@ -62,12 +62,16 @@ class Method:
     lastline: int
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(slots=True, unsafe_hash=True)
 class Execution:
     """Execute-After facts of one method in one process (DESIGN.md §3).
 
     ``first`` is the clock at its first start; ``last`` the latest clock at
     which it was executing. Clocks are per process.
+
+    Not frozen, for the same reason as :class:`MessageEvent` (one per method
+    and process: hundreds of thousands in a large run), but hashable like the
+    frozen records; treat it as read-only.
     """
 
     process: str
