@@ -23,20 +23,17 @@ import signal
 import socket
 import subprocess
 import sys
-import tempfile
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
 from types import FrameType
 from typing import Any
 
-import msgpack
 import zmq
 
-from distea.collector import Collector
-from distea.traceformat import DEFAULT_RUNS_DIR, create_run_dir, new_run_id, write_run_meta
+from distea.collector import PROCS_DIR, Collector
 from distea.tracer.config import CONFIG_ENV, PARENT_TOKEN_ENV, START_METHOD_ENV, TracerConfig
-from distea.wire import LOST_DIR, UNTRACED_DIR, WIRE_CLIENT
+from distea.wire import FORMAT_VERSION, LOST_DIR, UNTRACED_DIR, WIRE_CLIENT
 
 BOOTSTRAP_DIR = Path(__file__).parent / "tracer" / "bootstrap"
 IPC_NAME = "collector.ipc"
@@ -44,6 +41,36 @@ IPC_PATH_MAX = 100
 """sun_path holds 108 bytes; longer run directories get their socket in a private temp dir."""
 FORWARDED_SIGNALS = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
 CLIENT_LINGER_MS = 5000
+
+
+# -- the run directory -----------------------------------------------------------
+# The writing side of distea.traceformat's run directory (same layout, same
+# run.json), here so that ``distea run`` starts without importing the trace
+# reader and its model (several milliseconds before the command can start).
+
+RUN_META = "run.json"
+DEFAULT_RUNS_DIR = Path(".distea") / "runs"
+"""As :data:`distea.traceformat.DEFAULT_RUNS_DIR`, where ``latest_run`` looks."""
+
+
+def new_run_id() -> str:
+    """A sortable, unique-enough id: time first so ``ls`` lists runs in order."""
+    return time.strftime("%Y%m%d-%H%M%S") + f"-{os.getpid() % 100000:05d}"
+
+
+def create_run_dir(path: Path) -> Path:
+    """Make a fresh run directory, private to this user (it holds the ipc socket)."""
+    path.mkdir(parents=True, exist_ok=False, mode=0o700)
+    os.chmod(path, 0o700)
+    (path / PROCS_DIR).mkdir(mode=0o700)
+    return path
+
+
+def write_run_meta(path: Path, meta: dict[str, Any]) -> None:
+    """Write run.json atomically so a reader never sees half of it."""
+    tmp = path / (RUN_META + ".tmp")
+    tmp.write_text(json.dumps({"format": FORMAT_VERSION, **meta}, indent=2, sort_keys=True))
+    tmp.replace(path / RUN_META)
 
 
 class LaunchError(Exception):
@@ -139,6 +166,8 @@ def ipc_endpoint(run_dir: Path) -> tuple[str, Path | None]:
     path = run_dir.resolve() / IPC_NAME
     if len(str(path)) <= IPC_PATH_MAX:
         return f"ipc://{path}", None
+    import tempfile
+
     private = Path(tempfile.mkdtemp(prefix="distea-"))  # mode 0700
     return f"ipc://{private / IPC_NAME}", private
 
@@ -269,6 +298,8 @@ def _trace_remote(command: list[str], options: TraceOptions) -> RunOutcome:
     if problem is not None:
         notes.append(f"{problem}; the command ran untraced")
     else:
+        import tempfile
+
         side = Path(tempfile.mkdtemp(prefix="distea-client-"))
         config = TracerConfig(
             run_dir=str(side), endpoint=endpoint, mode=options.mode,
@@ -309,6 +340,8 @@ def _read_notes(folder: Path) -> dict[str, Any]:
 
 def _send_summary(endpoint: str, keys: dict[str, str], summary: dict[str, Any]) -> bool:
     """Push this host's summary; True when it left before the linger ran out."""
+    import msgpack
+
     context: zmq.Context[Any] = zmq.Context()
     sock = context.socket(zmq.PUSH)
     sock.curve_serverkey = keys["server_public"].encode()

@@ -9,12 +9,12 @@ from typing import TYPE_CHECKING
 import click
 
 from distea.launcher import LaunchError, RunOutcome, TraceOptions, die_like, trace_command
-from distea.model import ProcessInfo, RunData
-from distea.traceformat import TraceFormatError, load_run
 
 if TYPE_CHECKING:
     from rich.console import Console
     from rich.tree import Tree
+
+    from distea.model import ProcessInfo, RunData
 
 
 @click.command(context_settings={"ignore_unknown_options": True})
@@ -60,22 +60,28 @@ def run(output: Path | None, mode: str, include: tuple[str, ...], exclude: tuple
     except LaunchError as exc:
         click.echo(f"distea: {exc}", err=True)
         sys.exit(exc.exit_code)
-    from rich.console import Console  # only now: the program has run, start-up is over
+    if outcome.notes or not quiet:
+        # only now, and only when there is something to say: the program has run,
+        # and with -q rich (and the trace reader) would only delay the exit
+        from rich.console import Console
 
-    console = Console(stderr=True)
-    for note in outcome.notes:
-        console.print(f"[yellow]distea:[/] {note}", soft_wrap=True)
-    if not quiet:
-        try:
-            print_summary(outcome, console)
-        except Exception as exc:  # a summary must never cost the command's exit status
-            console.print(f"distea: no summary ({type(exc).__name__}: {exc})", soft_wrap=True)
+        console = Console(stderr=True)
+        for note in outcome.notes:
+            console.print(f"[yellow]distea:[/] {note}", soft_wrap=True)
+        if not quiet:
+            try:
+                print_summary(outcome, console)
+            except Exception as exc:  # a summary must never cost the command's exit status
+                console.print(f"distea: no summary ({type(exc).__name__}: {exc})",
+                              soft_wrap=True)
     if outcome.signal is not None:
         die_like(outcome.signal)
     sys.exit(outcome.exit_code)
 
 
 def print_summary(outcome: RunOutcome, console: Console) -> None:
+    from distea.traceformat import TraceFormatError, load_run
+
     if outcome.run_dir is None:
         console.print(f"\n[bold]distea[/] sent this host's processes to the collector at "
                       f"{outcome.endpoint} ({outcome.duration_s:.1f}s)", soft_wrap=True)
