@@ -13,22 +13,17 @@ for multi-host runs); it is never inside a traced process.
 from __future__ import annotations
 
 import contextlib
-import json
-import logging
 import os
 import socket
 import threading
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, BinaryIO
+from typing import TYPE_CHECKING, Any, BinaryIO
 
 import msgpack
 import zmq
-from zmq.auth.thread import ThreadAuthenticator
-from zmq.utils.monitor import parse_monitor_message
 
-from distea.traceformat import PROCS_DIR
 from distea.wire import (
     FORMAT_VERSION,
     LOST_DIR,
@@ -38,11 +33,25 @@ from distea.wire import (
     process_file_name,
 )
 
+if TYPE_CHECKING:
+    from zmq.auth.thread import ThreadAuthenticator
+
+PROCS_DIR = "procs"
+"""As :data:`distea.traceformat.PROCS_DIR`; not imported from there, so that
+``distea run`` starts without the trace reader (and its model)."""
+
 POLL_MS = 10
-"""How often the receiving thread looks up from an idle socket (and notices close())."""
+"""How often the receiving thread looks up from an idle socket (close() and drain() wake it
+at once where they can)."""
 SETTLE_S = 0.03
 """Silence after which a drained socket is taken as empty: batches already sent
-over ipc or loopback arrive within milliseconds."""
+over ipc or loopback arrive within milliseconds. Local runs rarely wait for it:
+see :meth:`Collector.drain`."""
+SYNC_MAGIC = b"distea-sync"
+"""First frame of the collector's own wake-up/sync message (never stored)."""
+SYNC_TIMEOUT_S = 1.0
+"""How long drain() waits for its sync message before relying on the settle alone."""
+CONNECTION_EVENTS = zmq.EVENT_ACCEPTED | zmq.EVENT_DISCONNECTED
 RECEIVE_HIGH_WATER_MARK = 1024
 """Batches ZeroMQ may queue per connected tracer before it pushes back (and they drop)."""
 MAX_REFUSALS_KEPT = 100
@@ -101,31 +110,39 @@ class CurveKeys:
         return cls(server_public, server_secret, client_public, client_secret)
 
 
-class _RunAuthenticator(ThreadAuthenticator):
-    """ZAP handler: only the run's client key may write; every refusal is remembered."""
+def _run_authenticator(context: zmq.Context[Any], client_key: bytes,
+                       on_refusal: Any) -> ThreadAuthenticator:
+    """ZAP handler: only the run's client key may write; every refusal is remembered.
 
-    def __init__(self, context: zmq.Context[Any], client_key: bytes,
-                 on_refusal: Any) -> None:
-        super().__init__(context, log=logging.getLogger("distea.collector.zap"))
-        self._client_key = client_key
-        self._on_refusal = on_refusal
-        self._address = ""
+    Made only for CURVE runs (``distea collect``): its module brings asyncio,
+    which a local ``distea run`` need not import.
+    """
+    import logging
 
-    async def handle_zap_message(self, msg: list[bytes]) -> None:
-        if len(msg) >= 6:
-            self._address = msg[3].decode("utf-8", "replace")
-        await super().handle_zap_message(msg)
+    from zmq.auth.thread import ThreadAuthenticator
 
-    def _send_zap_reply(self, request_id: bytes, status_code: bytes, status_text: bytes,
-                        user_id: str = "anonymous") -> None:
-        if status_code != b"200":
-            self._on_refusal(self._address, status_text.decode("utf-8", "replace"))
-        super()._send_zap_reply(request_id, status_code, status_text, user_id)
+    class RunAuthenticator(ThreadAuthenticator):
+        def __init__(self) -> None:
+            super().__init__(context, log=logging.getLogger("distea.collector.zap"))
+            self._address = ""
 
-    def allows(self, domain: str, key: bytes) -> bool:
-        return key == self._client_key
+        async def handle_zap_message(self, msg: list[bytes]) -> None:
+            if len(msg) >= 6:
+                self._address = msg[3].decode("utf-8", "replace")
+            await super().handle_zap_message(msg)
 
-    callback = allows
+        def _send_zap_reply(self, request_id: bytes, status_code: bytes, status_text: bytes,
+                            user_id: str = "anonymous") -> None:
+            if status_code != b"200":
+                on_refusal(self._address, status_text.decode("utf-8", "replace"))
+            super()._send_zap_reply(request_id, status_code, status_text, user_id)
+
+        def allows(self, domain: str, key: bytes) -> bool:
+            return key == client_key
+
+        callback = allows
+
+    return RunAuthenticator()
 
 
 class Collector:
@@ -143,21 +160,25 @@ class Collector:
         self.last_message = time.monotonic()
         self._lock = threading.Lock()
         self._context: zmq.Context[Any] = zmq.Context()
-        self._auth: _RunAuthenticator | None = None
+        self._auth: ThreadAuthenticator | None = None
         self._monitor: zmq.Socket[Any] | None = None
+        self._waker: zmq.Socket[Any] | None = None
+        """drain()'s and close()'s PUSH to our own endpoint (local runs)."""
         self._socket = self._context.socket(zmq.PULL)
         try:
             self._socket.setsockopt(zmq.LINGER, 0)
             self._socket.setsockopt(zmq.RCVHWM, RECEIVE_HIGH_WATER_MARK)
             if keys is not None:
-                self._auth = _RunAuthenticator(self._context, keys.client_public,
-                                               self._refused)
+                self._auth = _run_authenticator(self._context, keys.client_public,
+                                                self._refused)
                 self._auth.start()
                 self._auth.configure_curve_callback("*", credentials_provider=self._auth)
                 self._socket.curve_server = True
                 self._socket.curve_secretkey = keys.server_secret
                 self._socket.curve_publickey = keys.server_public
                 self._monitor = self._socket.get_monitor_socket(HANDSHAKE_FAILURES)
+            else:
+                self._monitor = self._socket.get_monitor_socket(CONNECTION_EVENTS)
             self._socket.bind(endpoint)
         except BaseException:
             self._shutdown()
@@ -166,6 +187,17 @@ class Collector:
             self.endpoint = self._socket.getsockopt_string(zmq.LAST_ENDPOINT)
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._loop, name="distea-collector", daemon=True)
+        self._tracks_connections = keys is None
+        """Local runs count their writers' connections (see :meth:`drain`)."""
+        self._connections = 0
+        """Connections accepted and not yet disconnected (as the loop has seen them)."""
+        self._accepted = 0
+        self._pass = threading.Condition(self._lock)
+        """Notified at the end of every pass of the loop."""
+        self._settled: tuple[int, int] = (0, -1)
+        """(latest sync token seen, open connections) at the end of the loop's latest
+        pass: every message of a connection counted closed had been stored by then."""
+        self._sync_seq = 0
 
     def start(self) -> Collector:
         self._thread.start()
@@ -176,43 +208,76 @@ class Collector:
         poller.register(self._socket, zmq.POLLIN)
         if self._monitor is not None:
             poller.register(self._monitor, zmq.POLLIN)
+        synced = 0
         while not self._stop.is_set():
             ready = dict(poller.poll(POLL_MS))
             if self._monitor is not None and self._monitor in ready:
-                self._handshake_events()
-            if self._socket not in ready:
+                self._monitor_events()
+            # Always, not only when the poll said so: what a connection sent comes
+            # before its DISCONNECTED event, and must be stored in the same pass.
+            token = self._receive_all()
+            if token and self._monitor is not None:
+                # The sync message came through the listener after every
+                # connection queued before it was accepted: their ACCEPTED
+                # events are in the monitor's queue now; count them, then
+                # take what their DISCONNECTED ones may have left behind.
+                self._monitor_events()
+                token = max(token, self._receive_all())
+            synced = max(synced, token)
+            with self._pass:
+                # every process connects at least once: fewer accepted connections
+                # than processes means events were lost (never let the count
+                # look lower than it is)
+                trusted = self._accepted >= len(self.streams)
+                self._settled = (synced, self._connections if trusted else -1)
+                self._pass.notify_all()
+
+    def _receive_all(self) -> int:
+        """Store every message waiting in the socket; return the latest sync token seen."""
+        token = 0
+        while True:
+            try:
+                frames = self._socket.recv_multipart(zmq.NOBLOCK, copy=True)
+            except zmq.Again:
+                return token
+            if len(frames) == 2 and frames[0] == SYNC_MAGIC:
+                with contextlib.suppress(ValueError):
+                    token = max(token, int(frames[1]))
                 continue
-            while True:
+            with self._lock:
                 try:
-                    frames = self._socket.recv_multipart(zmq.NOBLOCK, copy=True)
-                except zmq.Again:
-                    break
-                with self._lock:
-                    try:
-                        self._store(frames)
-                    except OSError as exc:
-                        self._problem(f"cannot write a batch: {exc.strerror}: {exc.filename}")
-                    except Exception as exc:  # never let one bad message end collection
-                        self.stats.rejected += 1
-                        self._problem(f"a message could not be stored: {exc!r:.100}")
+                    self._store(frames)
+                except OSError as exc:
+                    self._problem(f"cannot write a batch: {exc.strerror}: {exc.filename}")
+                except Exception as exc:  # never let one bad message end collection
+                    self.stats.rejected += 1
+                    self._problem(f"a message could not be stored: {exc!r:.100}")
 
     def _problem(self, text: str) -> None:
         if text not in self.stats.problems and len(self.stats.problems) < 100:
             self.stats.problems.append(text)
 
-    def _handshake_events(self) -> None:
+    def _monitor_events(self) -> None:
+        """Connections opened and closed (local runs); failed handshakes (CURVE runs)."""
         assert self._monitor is not None
         while True:
             try:
-                event = parse_monitor_message(self._monitor.recv_multipart(zmq.NOBLOCK))
+                frames = self._monitor.recv_multipart(zmq.NOBLOCK)
+                event = int.from_bytes(frames[0][:2], "little")
+                value = int.from_bytes(frames[0][2:6], "little")
             except zmq.Again:
                 return
             except Exception:
                 return
-            if event["event"] & (zmq.EVENT_HANDSHAKE_FAILED_NO_DETAIL
-                                 | zmq.EVENT_HANDSHAKE_FAILED_PROTOCOL):
+            if event == zmq.EVENT_ACCEPTED:
+                self._connections += 1
+                self._accepted += 1
+            elif event == zmq.EVENT_DISCONNECTED:
+                self._connections = max(0, self._connections - 1)
+            elif event & (zmq.EVENT_HANDSHAKE_FAILED_NO_DETAIL
+                          | zmq.EVENT_HANDSHAKE_FAILED_PROTOCOL):
                 # not CURVE at all, or a wrong server key: ZAP never saw it
-                self._refused("", f"handshake failed (code {event['value']})")
+                self._refused("", f"handshake failed (code {value})")
 
     def _refused(self, address: str, reason: str) -> None:
         with self._lock:
@@ -264,6 +329,8 @@ class Collector:
         if not isinstance(client, dict):
             self.stats.rejected += 1
             return
+        import json
+
         host = str(client.get("host", "unknown")).replace("/", "_")
         for folder in (UNTRACED_DIR, LOST_DIR):
             notes = client.pop(folder, None)
@@ -295,17 +362,50 @@ class Collector:
 
         A process that is gone without a final batch was killed: waiting
         longer gains nothing once its last batches had time to arrive.
+
+        A local run ends as soon as nothing can be on its way: every known
+        process has sent its final batch or is gone, and every connection
+        ever made to the socket is closed, which the loop has seen after
+        the sync message that this call sends through the same listener
+        (so no connection still waiting to be accepted is missed). ZeroMQ
+        reports a closed connection only after it has read all of it, and
+        the loop stores what was read before it counts the connection
+        closed. Otherwise (CURVE runs, or no sync within a second) the old
+        rule holds: ``SETTLE_S`` of silence.
         """
         began = time.monotonic()
         deadline = began + timeout
-        while time.monotonic() < deadline:
-            now = time.monotonic()
+        token = self._send_sync()
+        while (now := time.monotonic()) < deadline:
             waiting = [s for s in self.open_processes()
                        if _alive(s) or now - s.last_seen < quiet]
-            if not waiting and self.idle_for(since=began) >= min(quiet, SETTLE_S):
-                break  # nothing alive to wait for, and nothing left in the socket
-            time.sleep(0.01)
+            if not waiting:
+                if token and self._settled[0] >= token and 0 <= self._settled[1] <= 1:
+                    break  # nothing connected but our own sync socket: all is stored
+                if self.idle_for(since=began) >= min(quiet, SETTLE_S):
+                    break  # nothing alive to wait for, and nothing left in the socket
+                if token and now - began > SYNC_TIMEOUT_S:
+                    token = 0
+            with self._pass:
+                self._pass.wait(0.01)
         return self.open_processes()
+
+    def _send_sync(self) -> int:
+        """Send a sync message through the listener (local runs); its token, or 0."""
+        if not self._tracks_connections or not self._thread.is_alive():
+            return 0
+        try:
+            if self._waker is None:
+                waker = self._context.socket(zmq.PUSH)
+                waker.setsockopt(zmq.LINGER, 0)
+                waker.connect(self.endpoint)
+                self._waker = waker
+            self._sync_seq += 1
+            self._waker.send_multipart([SYNC_MAGIC, str(self._sync_seq).encode()],
+                                       zmq.NOBLOCK)
+        except zmq.ZMQError:
+            return 0
+        return self._sync_seq
 
     def summary(self, still_open: list[ProcessStream]) -> dict[str, Any]:
         """The ``collector`` entry of run.json."""
@@ -324,6 +424,7 @@ class Collector:
     def close(self) -> None:
         self._stop.set()
         if self._thread.is_alive():
+            self._send_sync()  # wakes the loop, which then sees the stop
             self._thread.join(timeout=5)
         with self._lock:
             for stream in self.streams.values():
@@ -335,6 +436,8 @@ class Collector:
         self._shutdown()
 
     def _shutdown(self) -> None:
+        if self._waker is not None:
+            self._waker.close(linger=0)
         if self._monitor is not None:
             with contextlib.suppress(zmq.ZMQError):
                 self._socket.disable_monitor()
