@@ -10,33 +10,77 @@ from __future__ import annotations
 
 import json
 import os
-from dataclasses import asdict, dataclass, field, fields
+from typing import Any
 
 CONFIG_ENV = "DISTEA_CONFIG"
 PARENT_TOKEN_ENV = "DISTEA_PARENT_TOKEN"
 START_METHOD_ENV = "DISTEA_START_METHOD"
 
 
-@dataclass(frozen=True)
 class TracerConfig:
+    """The tracer's settings, read once at start-up (immutable).
+
+    A plain class, not a dataclass: ``dataclasses`` imports ``inspect`` (and
+    ``ast``, ``dis``, ``tokenize``...), which would cost every traced process
+    about 10 ms before the program's first line.
+    """
+
+    FIELDS = ("run_dir", "endpoint", "mode", "root", "include", "exclude",
+              "flush_timeout_ms", "curve_server_key", "curve_public_key",
+              "curve_secret_key", "extra")
+    """In the order of the constructor's parameters."""
+    __slots__ = FIELDS
+
     run_dir: str
     """Where untraceable children leave a note (the collector owns the rest)."""
     endpoint: str
     """ZeroMQ endpoint of the collector."""
-    mode: str = "compact"
-    root: str = "."
+    mode: str
+    root: str
     """Code under this directory (outside environments) is in scope."""
-    include: tuple[str, ...] = ()
-    exclude: tuple[str, ...] = ()
-    flush_timeout_ms: int = 2000
+    include: tuple[str, ...]
+    exclude: tuple[str, ...]
+    flush_timeout_ms: int
     """How long a process may wait at exit for its last batch to leave."""
-    curve_server_key: str | None = None
-    curve_public_key: str | None = None
-    curve_secret_key: str | None = None
-    extra: dict[str, str] = field(default_factory=dict)
+    curve_server_key: str | None
+    curve_public_key: str | None
+    curve_secret_key: str | None
+    extra: dict[str, str]
+
+    def __init__(self, run_dir: str, endpoint: str, mode: str = "compact", root: str = ".",
+                 include: tuple[str, ...] = (), exclude: tuple[str, ...] = (),
+                 flush_timeout_ms: int = 2000, curve_server_key: str | None = None,
+                 curve_public_key: str | None = None, curve_secret_key: str | None = None,
+                 extra: dict[str, str] | None = None) -> None:
+        values = (run_dir, endpoint, mode, root, include, exclude, flush_timeout_ms,
+                  curve_server_key, curve_public_key, curve_secret_key,
+                  {} if extra is None else extra)
+        for name, value in zip(self.FIELDS, values, strict=True):
+            object.__setattr__(self, name, value)
+
+    def __setattr__(self, name: str, value: Any) -> None:
+        raise AttributeError(f"TracerConfig is immutable (cannot set {name})")
+
+    def _values(self) -> dict[str, Any]:
+        return {name: getattr(self, name) for name in self.FIELDS}
+
+    def __eq__(self, other: object) -> bool:
+        if not isinstance(other, TracerConfig):
+            return NotImplemented
+        return self._values() == other._values()
+
+    __hash__ = None  # type: ignore[assignment]  # holds a dict, as the dataclass did
+
+    def __repr__(self) -> str:
+        inner = ", ".join(f"{k}={v!r}" for k, v in self._values().items())
+        return f"TracerConfig({inner})"
 
     def to_env(self) -> str:
-        return json.dumps(asdict(self))
+        values = self._values()
+        values["include"] = list(self.include)
+        values["exclude"] = list(self.exclude)
+        values["extra"] = dict(self.extra)
+        return json.dumps(values)
 
     @classmethod
     def from_env(
@@ -48,8 +92,7 @@ class TracerConfig:
         values = json.loads(raw)
         if not isinstance(values, dict):
             raise ValueError(f"{CONFIG_ENV} is not a JSON object")
-        known = {f.name for f in fields(cls)}
-        values = {k: v for k, v in values.items() if k in known}  # newer launchers add keys
+        values = {k: v for k, v in values.items() if k in cls.FIELDS}  # newer launchers add keys
         values["include"] = tuple(values.get("include", ()))
         values["exclude"] = tuple(values.get("exclude", ()))
         return cls(**values)

@@ -26,8 +26,9 @@ import distea
 
 def _environment_dirs() -> tuple[str, ...]:
     dirs = {sys.prefix, sys.base_prefix, sys.exec_prefix, sys.base_exec_prefix}
+    paths = sysconfig.get_paths()  # once: each call expands the whole scheme again
     for name in ("stdlib", "platstdlib", "purelib", "platlib"):
-        path = sysconfig.get_paths().get(name)
+        path = paths.get(name)
         if path:
             dirs.add(path)
     dirs.update(p for p in sys.path if "site-packages" in p or "dist-packages" in p)

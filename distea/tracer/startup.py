@@ -15,6 +15,7 @@ import sys
 import threading
 from types import FrameType
 
+from distea.tracer.channels.importhooks import IMPORT_HOOKS
 from distea.tracer.config import PARENT_TOKEN_ENV, TracerConfig
 from distea.tracer.session import FLUSHED_SIGNALS, Channel, TracerSession, current, set_current
 from distea.wire import UNTRACED_DIR
@@ -25,22 +26,69 @@ CHANNEL_MODULES = (
     ("distea.tracer.channels.datagrams", "DatagramChannel"),
     ("distea.tracer.channels.multiprocessing", "MultiprocessingChannel"),
     ("distea.tracer.channels.zmq", "ZmqChannel"),
-    ("distea.tracer.channels.torch_distributed", "TorchDistributedChannel"),
 )
+DEFERRED_CHANNELS = (
+    ("torch.distributed", "distea.tracer.channels.torch_distributed",
+     "TorchDistributedChannel"),
+)
+"""Channels for a library that most programs never import: (library, module, class).
+Their module is imported, and the channel installed, only once the program
+imports the library, so that every other process does not load (or, without
+bytecode caches, compile) it at start-up."""
 
 
+def _channel_class(module_name: str, class_name: str) -> type[Channel] | None:
+    try:
+        module = importlib.import_module(module_name)
+    except ModuleNotFoundError as exc:
+        if exc.name == module_name:
+            return None
+        raise
+    channel_class: type[Channel] = getattr(module, class_name)
+    return channel_class
+
+
+class DeferredChannel:
+    """Stands for a channel until its library is imported, then installs the real one."""
+
+    def __init__(self, library: str, module_name: str, class_name: str) -> None:
+        self.library = library
+        self.module_name = module_name
+        self.class_name = class_name
+        self.session: TracerSession | None = None
+        self.channel: Channel | None = None
+
+    def install(self, session: TracerSession) -> None:
+        self.session = session
+        IMPORT_HOOKS.when_imported(self.library, self._load)
+
+    def _load(self, library: object) -> None:
+        session = self.session
+        if session is None or session.finished or self.channel is not None:
+            return
+        try:
+            channel_class = _channel_class(self.module_name, self.class_name)
+            if channel_class is not None:
+                channel = channel_class()
+                channel.install(session)
+                self.channel = channel
+        except Exception:
+            session.errors += 1
+
+    def uninstall(self) -> None:
+        if self.channel is not None:
+            self.channel.uninstall()
+        else:
+            IMPORT_HOOKS.forget(self.library)
 
 
 def _load_channels() -> list[Channel]:
     channels: list[Channel] = []
     for module_name, class_name in CHANNEL_MODULES:
-        try:
-            module = importlib.import_module(module_name)
-        except ModuleNotFoundError as exc:
-            if exc.name == module_name:
-                continue
-            raise
-        channels.append(getattr(module, class_name)())
+        channel_class = _channel_class(module_name, class_name)
+        if channel_class is not None:
+            channels.append(channel_class())
+    channels.extend(DeferredChannel(*deferred) for deferred in DEFERRED_CHANNELS)
     return channels
 
 

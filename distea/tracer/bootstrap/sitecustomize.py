@@ -48,13 +48,14 @@ def _start():
 def _chain():
     """Run the next sitecustomize on sys.path, as Python would have without us."""
     import importlib.machinery
-    import importlib.util
 
     here = os.path.dirname(os.path.abspath(__file__))
     path = [p for p in sys.path if os.path.abspath(p or ".") != here]
     spec = importlib.machinery.PathFinder.find_spec("sitecustomize", path)
     if spec is None or spec.loader is None:
         return
+    import importlib.util  # only now: most environments have no other sitecustomize
+
     module = importlib.util.module_from_spec(spec)
     sys.modules["sitecustomize"] = module
     spec.loader.exec_module(module)
