@@ -44,6 +44,7 @@ from __future__ import annotations
 
 import os
 import zlib
+from time import monotonic
 from typing import Any
 
 import zmq
@@ -90,7 +91,7 @@ def normalise_endpoint(addr: str) -> str:
 
 
 def frame_fingerprint(frame: Any) -> int:
-    if isinstance(frame, bytes):
+    if type(frame) is bytes:
         view: Any = frame
     elif isinstance(frame, zmq.Frame):
         view = frame.buffer
@@ -156,28 +157,9 @@ class ZmqChannel:
     def uninstall(self) -> None:
         self.patches.restore()
 
-    def _traced(self, sock: Any) -> _SocketState | None:
-        session = self.session
-        if session is None or sock is session.emitter._socket:
-            return None
-        address = sock.underlying
-        if address in self.ignored:
-            return None
-        return self.states.get(address)
-
     def _error(self) -> None:
         if self.session is not None:
             self.session.errors += 1
-
-    def _before_blocking(self, sock: Any, flags: int) -> None:
-        """A receive that may wait: let the records gathered so far leave first."""
-        if flags & NOBLOCK:
-            return
-        try:
-            if self._traced(sock) is not None and self.session is not None:
-                self.session.before_blocking()
-        except Exception:
-            self._error()
 
     # -- endpoints ----------------------------------------------------------------
 
@@ -199,11 +181,12 @@ class ZmqChannel:
                         last = sock.get(zmq.LAST_ENDPOINT)
                         if last:
                             text = last.decode() if isinstance(last, bytes) else str(last)
-                    state = channel.states.get(sock.underlying)
-                    if state is None:
-                        state = channel.states[sock.underlying] = _SocketState(
-                            sock.get(zmq.TYPE))
-                    state.add(normalise_endpoint(text), binding)
+                    address = sock.underlying
+                    if address not in channel.ignored:
+                        state = channel.states.get(address)
+                        if state is None:
+                            state = channel.states[address] = _SocketState(sock.get(zmq.TYPE))
+                        state.add(normalise_endpoint(text), binding)
             except Exception:
                 channel._error()
             return result
@@ -239,6 +222,8 @@ class ZmqChannel:
         def get_monitor_socket(sock: Any, *args: Any, **kwargs: Any) -> Any:
             monitor = original(sock, *args, **kwargs)
             try:
+                # it connected (through our wrapper) before we could tell it apart
+                channel.states.pop(monitor.underlying, None)
                 channel.ignored.add(monitor.underlying)
             except Exception:
                 channel._error()
@@ -249,31 +234,46 @@ class ZmqChannel:
 
     # -- messages -----------------------------------------------------------------
 
+    # The message wrappers below run at every frame. A socket is traced when it is
+    # in ``states`` (made by our bind/connect wrappers, which skip the emitter's
+    # socket and monitor sockets), so one dict lookup by libzmq address decides.
+
     def _patch_send(self, cls: type) -> None:
         original = cls.send  # type: ignore[attr-defined]
         channel = self
+        states_get = self.states.get
 
         def send(sock: Any, data: Any, flags: int = 0, *args: Any, **kwargs: Any) -> Any:
+            session = channel.session
             if flags & SNDMORE:
                 result = original(sock, data, flags, *args, **kwargs)
                 try:
-                    state = channel._traced(sock)
+                    state = states_get(sock.underlying)
                     if state is not None and state.router and state.send_peer is None:
                         state.send_peer = _peer_id(data)
                 except Exception:
                     channel._error()
                 return result
-            state = reserved = None
+            state = taken = None
             try:
-                state = channel._traced(sock)
-                if state is not None and channel.session is not None:
-                    reserved = channel.session.stamp()
+                state = states_get(sock.underlying)
+                if state is not None and session is not None:
+                    taken = session.stamp()
             except Exception:
                 channel._error()
             result = original(sock, data, flags, *args, **kwargs)
-            if state is not None and reserved is not None:
+            if taken is not None and session is not None:
                 try:
-                    channel._record(state, data, reserved)
+                    channels = state.channels  # type: ignore[union-attr]
+                    if channels is not None:
+                        meta: dict[str, Any] = {"fp": frame_fingerprint(data)}
+                        if state.fanout:  # type: ignore[union-attr]
+                            meta["fanout"] = True
+                        if state.router:  # type: ignore[union-attr]
+                            meta["peer"], state.send_peer = state.send_peer, None  # type: ignore[union-attr]
+                        index = state.sent  # type: ignore[union-attr]
+                        state.sent = index + 1  # type: ignore[union-attr]
+                        session.send(KIND, channels[0], index, index + 1, meta, taken)
                 except Exception:
                     channel._error()
             return result
@@ -284,16 +284,20 @@ class ZmqChannel:
     def _patch_recv(self, cls: type) -> None:
         original = cls.recv  # type: ignore[attr-defined]
         channel = self
+        states_get = self.states.get
 
-        def recv(sock: Any, *args: Any, **kwargs: Any) -> Any:
-            channel._before_blocking(sock, args[0] if args else kwargs.get("flags", 0))
-            frame = original(sock, *args, **kwargs)
+        def recv(sock: Any, flags: int = 0, *args: Any, **kwargs: Any) -> Any:
+            session = channel.session
+            if (session is not None and not flags & NOBLOCK
+                    and monotonic() >= session.blocking_check_at):
+                channel._before_blocking(session, sock)
+            frame = original(sock, flags, *args, **kwargs)
             try:
-                state = channel._traced(sock)
+                state = states_get(sock.underlying)
                 if state is not None:
-                    more = frame.more if isinstance(frame, zmq.Frame) else sock.get(RCVMORE)
+                    more = frame.more if type(frame) is not bytes else sock.get(RCVMORE)
                     if not more:
-                        channel._record(state, frame, None)
+                        channel._received(state, frame)
                     elif state.router and state.recv_peer is None:
                         state.recv_peer = _peer_id(frame)
             except Exception:
@@ -306,15 +310,20 @@ class ZmqChannel:
     def _patch_recv_into(self, cls: type) -> None:
         original = cls.recv_into  # type: ignore[attr-defined]
         channel = self
+        states_get = self.states.get
 
         def recv_into(sock: Any, buffer: Any, *args: Any, **kwargs: Any) -> Any:
-            channel._before_blocking(sock, args[1] if len(args) > 1 else kwargs.get("flags", 0))
+            session = channel.session
+            flags = args[1] if len(args) > 1 else kwargs.get("flags", 0)
+            if (session is not None and not flags & NOBLOCK
+                    and monotonic() >= session.blocking_check_at):
+                channel._before_blocking(session, sock)
             nbytes = original(sock, buffer, *args, **kwargs)
             try:
-                state = channel._traced(sock)
+                state = states_get(sock.underlying)
                 if state is not None and not sock.get(RCVMORE):
                     view = memoryview(buffer).cast("B")
-                    channel._record(state, view[:min(nbytes, len(view))], None)
+                    channel._received(state, view[:min(nbytes, len(view))])
             except Exception:
                 channel._error()
             return nbytes
@@ -322,25 +331,23 @@ class ZmqChannel:
         recv_into.__wrapped__ = original  # type: ignore[attr-defined]
         self.patches.replace(cls, "recv_into", recv_into)
 
-    def _record(self, state: _SocketState, last_frame: Any,
-                reserved: tuple[int, int] | None) -> None:
-        """Record a message: a send when ``reserved`` (its clock) is given, else a receive."""
+    def _before_blocking(self, session: TracerSession, sock: Any) -> None:
+        """A receive that may wait: let the records gathered so far leave first."""
+        try:
+            if sock.underlying in self.states:
+                session.before_blocking()
+        except Exception:
+            self._error()
+
+    def _received(self, state: _SocketState, last_frame: Any) -> None:
+        """Record a whole message received (``last_frame`` is its last frame)."""
         session = self.session
         channels = state.channels
         if session is None or channels is None:
             return
         meta: dict[str, Any] = {"fp": frame_fingerprint(last_frame)}
-        if reserved is not None:
-            if state.fanout:
-                meta["fanout"] = True
-            if state.router:
-                meta["peer"], state.send_peer = state.send_peer, None
-            index = state.sent
-            state.sent += 1
-            session.send(KIND, channels[0], index, index + 1, meta, stamp=reserved)
-        else:
-            if state.router:
-                meta["peer"], state.recv_peer = state.recv_peer, None
-            index = state.received
-            state.received += 1
-            session.recv(KIND, channels[1], index, index + 1, meta)
+        if state.router:
+            meta["peer"], state.recv_peer = state.recv_peer, None
+        index = state.received
+        state.received = index + 1
+        session.recv(KIND, channels[1], index, index + 1, meta)
