@@ -1,0 +1,227 @@
+"""``distea run``'s work without click: trace the command, then summarise.
+
+:mod:`distea.cli.run` is the click command; this module holds what it does,
+plus a parser for the common form ``distea run [OPTIONS] -- CMD`` that the
+console script uses without importing click (see :mod:`distea.cli`). The
+parser accepts only forms whose meaning under click is certain, and returns
+None for anything else (click then parses, reports errors, prints help):
+``tests/reliability/test_quick_run.py`` checks it against click.
+"""
+
+from __future__ import annotations
+
+import errno
+import os
+import sys
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from distea.launcher import LaunchError, RunOutcome, TraceOptions, die_like, trace_command
+
+if TYPE_CHECKING:
+    from rich.console import Console
+    from rich.tree import Tree
+
+    from distea.model import ProcessInfo, RunData
+
+MODES = ("compact", "full")
+VALUE_OPTIONS = {
+    "-o": "output", "--output": "output", "--mode": "mode", "--include": "include",
+    "--exclude": "exclude", "--flush-timeout": "flush_timeout", "--connect": "connect",
+    "--key": "key_file", "--connect-timeout": "connect_timeout",
+}
+"""Options that take a value, as ``distea.cli.run.run`` declares them."""
+FLAG_OPTIONS = {"-q": "quiet", "--quiet": "quiet"}
+
+
+def default_run_args() -> dict[str, Any]:
+    return {"output": None, "mode": "compact", "include": (), "exclude": (),
+            "flush_timeout": 10.0, "connect": None, "key_file": None,
+            "connect_timeout": 10.0, "quiet": False, "command": ()}
+
+
+def parse_run_args(argv: list[str]) -> dict[str, Any] | None:
+    """``run``'s parameters from ``argv`` (``["run", ..., "--", CMD...]``), or None.
+
+    None whenever click might read the line differently or has something to
+    say (help, an error): no ``--`` before the command, an unknown option,
+    a value that is empty or starts with ``-``, a bad number or mode, shell
+    completion.
+    """
+    if len(argv) < 3 or argv[0] != "run" or "--" not in argv:
+        return None
+    if any(name.startswith("_") and name.endswith("_COMPLETE") for name in os.environ):
+        return None
+    end = argv.index("--")
+    options, command = argv[1:end], argv[end + 1:]
+    if not command:
+        return None
+    args = default_run_args()
+    include: list[str] = []
+    exclude: list[str] = []
+    i = 0
+    while i < len(options):
+        token = options[i]
+        if token in FLAG_OPTIONS:
+            args[FLAG_OPTIONS[token]] = True
+            i += 1
+            continue
+        name, eq, value = token.partition("=")
+        if eq and not name.startswith("--"):
+            return None  # -o=DIR: click reads "=DIR"
+        if name not in VALUE_OPTIONS:
+            return None
+        if not eq:
+            if i + 1 >= len(options):
+                return None
+            value = options[i + 1]
+            i += 1
+        i += 1
+        if not value or value.startswith("-"):
+            return None
+        key = VALUE_OPTIONS[name]
+        if key in ("flush_timeout", "connect_timeout"):
+            try:
+                args[key] = float(value)
+            except ValueError:
+                return None
+        elif key == "mode":
+            if value not in MODES:
+                return None
+            args[key] = value
+        elif key in ("output", "key_file"):
+            args[key] = Path(value)
+        elif key == "include":
+            include.append(value)
+        elif key == "exclude":
+            exclude.append(value)
+        else:
+            args[key] = value
+    args["include"], args["exclude"] = tuple(include), tuple(exclude)
+    args["command"] = tuple(command)
+    return args
+
+
+def run_quickly(args: dict[str, Any]) -> None:
+    """:func:`execute` as click's standalone mode would run it (never returns)."""
+    try:
+        execute(**args)
+    except (EOFError, KeyboardInterrupt):
+        print(file=sys.stderr)
+        print("Aborted!", file=sys.stderr)
+        sys.exit(1)
+    except OSError as exc:
+        if exc.errno != errno.EPIPE:
+            raise
+        sys.stdout = sys.stderr = open(os.devnull, "w")  # noqa: SIM115  # as click does
+        sys.exit(1)
+    sys.exit(0)
+
+
+def execute(output: Path | None, mode: str, include: tuple[str, ...], exclude: tuple[str, ...],
+            flush_timeout: float, connect: str | None, key_file: Path | None,
+            connect_timeout: float, quiet: bool, command: tuple[str, ...]) -> None:
+    """Trace ``command``, print the summary, exit as the command did (never returns)."""
+    if (connect or key_file) and output is not None:
+        print("distea: -o does not go with --connect (the collector writes the run)",
+              file=sys.stderr)
+        sys.exit(2)
+    options = TraceOptions(mode=mode, include=include, exclude=exclude,
+                           flush_timeout=flush_timeout, connect=connect, key_file=key_file,
+                           connect_timeout=connect_timeout)
+    try:
+        outcome = trace_command(list(command), output, options)
+    except LaunchError as exc:
+        print(f"distea: {exc}", file=sys.stderr)
+        sys.exit(exc.exit_code)
+    if outcome.notes or not quiet:
+        # only now, and only when there is something to say: the program has run,
+        # and with -q rich (and the trace reader) would only delay the exit
+        from rich.console import Console
+
+        console = Console(stderr=True)
+        for note in outcome.notes:
+            console.print(f"[yellow]distea:[/] {note}", soft_wrap=True)
+        if not quiet:
+            try:
+                print_summary(outcome, console)
+            except Exception as exc:  # a summary must never cost the command's exit status
+                console.print(f"distea: no summary ({type(exc).__name__}: {exc})",
+                              soft_wrap=True)
+    if outcome.signal is not None:
+        die_like(outcome.signal)
+    sys.exit(outcome.exit_code)
+
+
+def print_summary(outcome: RunOutcome, console: Console) -> None:
+    from distea.traceformat import TraceFormatError, load_run
+
+    if outcome.run_dir is None:
+        console.print(f"\n[bold]distea[/] sent this host's processes to the collector at "
+                      f"{outcome.endpoint} ({outcome.duration_s:.1f}s)", soft_wrap=True)
+        return
+    try:
+        data = load_run(outcome.run_dir)
+    except TraceFormatError as exc:
+        console.print(f"[red]distea: the run could not be read back: {exc}[/]")
+        return
+    messages = sum(len(m) for m in data.messages.values())
+    methods = {name for execs in data.executions.values() for name in execs}
+    console.print(
+        f"\n[bold]distea[/] recorded [bold]{len(data.processes)}[/] processes, "
+        f"[bold]{len(methods)}[/] methods, [bold]{messages}[/] message events "
+        f"in {outcome.duration_s:.1f}s → {outcome.run_dir}"
+    )
+    console.print(process_tree(data))
+    for child in data.untraced:
+        console.print(f"[yellow]untraced child[/] pid {child.pid}: {' '.join(child.argv)[:60]}"
+                      f" — {child.reason}")
+    for problem in data.problems:
+        console.print(f"[yellow]lost:[/] {problem}", soft_wrap=True)
+    for key in outcome.still_open:
+        if key not in data.processes:  # known processes are reported incomplete above
+            console.print(f"[yellow]still running or unflushed at the end:[/] {key}")
+    example = _example_query(data)
+    console.print(f"next: [cyan]distea impact {example}[/]   or   [cyan]distea show[/]")
+
+
+def process_tree(data: RunData) -> Tree:
+    """Processes nested under the process that started them."""
+    by_token: dict[str, str] = {}
+    for key, events in data.messages.items():
+        for event in events:
+            if event.kind == "proc" and event.direction == "send":
+                by_token[event.channel] = key
+    children: dict[str | None, list[ProcessInfo]] = {}
+    for info in data.processes.values():
+        parent = by_token.get(info.parent_token or "")
+        children.setdefault(parent, []).append(info)
+    from rich.tree import Tree
+
+    tree = Tree("run")
+
+    def add(node: Tree, parent: str | None) -> None:
+        for info in sorted(children.get(parent, []), key=lambda p: p.started_ns):
+            count = len(data.executions.get(info.key, {}))
+            ending = "" if info.complete else " [red](incomplete)[/]"
+            branch = node.add(f"[bold]{info.role}[/] pid {info.pid} · {info.start_method} · "
+                              f"{count} methods{ending}")
+            add(branch, info.key)
+
+    add(tree, None)
+    return tree
+
+
+def _example_query(data: RunData) -> str:
+    """A query worth trying: a method that sent a message (its impact can cross
+    processes), else any method that ran, else a placeholder."""
+    senders = sorted(
+        (event.clock, event.method)
+        for events in data.messages.values() for event in events
+        if event.direction == "send" and event.kind not in ("proc", "exit")
+        and event.method and not event.method.endswith("<module>"))
+    if senders:
+        return senders[0][1]
+    names = sorted({n for execs in data.executions.values() for n in execs
+                    if not n.endswith("<module>")})
+    return names[0] if names else "module.function"

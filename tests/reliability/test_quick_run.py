@@ -1,0 +1,140 @@
+"""``distea run``'s start-up path: the quick argument parser agrees with click, the
+common form runs without importing click, and the collector's drain ends as
+soon as everything sent has been stored, without losing what was in flight."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import msgpack
+import pytest
+import zmq
+
+from distea.cli.run import run
+from distea.cli.running import parse_run_args
+from distea.collector import Collector
+from distea.launcher import create_run_dir, ipc_endpoint
+from distea.wire import FORMAT_VERSION, WIRE_MAGIC
+
+PARSED = [
+    ["run", "--", "python", "app.py"],
+    ["run", "-q", "--", "python", "-u", "app.py", "-o", "x", "--", "y"],
+    ["run", "-o", "out", "--mode", "full", "-q", "--", "python", "-c", "pass"],
+    ["run", "--output=out", "--mode=compact", "--", "sh", "-c", "echo"],
+    ["run", "--include", "pkg.*", "--include=a/*.py", "--exclude", "x.*", "--", "python"],
+    ["run", "--flush-timeout", "2.5", "--connect-timeout=1", "--quiet", "--", "python"],
+    ["run", "--connect", "tcp://h:5555", "--key", "k.json", "--", "python", "w.py"],
+    ["run", "--flush-timeout", "1e1", "--", "python"],
+]
+LEFT_TO_CLICK = [
+    ["run", "python", "app.py"],  # no "--": click decides what is an option
+    ["run", "--help", "--", "python"],
+    ["run", "-h", "--", "python"],
+    ["run", "--"],
+    ["run", "--mode", "fast", "--", "python"],
+    ["run", "--flush-timeout", "soon", "--", "python"],
+    ["run", "-o", "--", "python"],
+    ["run", "-o", "-x", "--", "python"],
+    ["run", "-o=out", "--", "python"],
+    ["run", "-qo", "out", "--", "python"],
+    ["run", "--output=", "--", "python"],
+    ["run", "--outp", "x", "--", "python"],
+    ["run", "python", "--", "app.py"],
+    ["--version"],
+    ["impact", "--", "x"],
+]
+
+
+def click_params(argv: list[str]) -> dict[str, object]:
+    with run.make_context("run", list(argv[1:])) as ctx:
+        return dict(ctx.params)
+
+
+@pytest.mark.parametrize("argv", PARSED, ids=" ".join)
+def test_quick_parser_reads_what_click_reads(argv: list[str]) -> None:
+    assert parse_run_args(argv) == click_params(argv)
+
+
+@pytest.mark.parametrize("argv", LEFT_TO_CLICK, ids=" ".join)
+def test_quick_parser_leaves_the_rest_to_click(argv: list[str]) -> None:
+    assert parse_run_args(argv) is None
+
+
+def test_distea_run_does_not_import_click(tmp_path: Path) -> None:
+    """The console script's path: ``main()`` with the arguments in sys.argv."""
+    probe = (
+        "import atexit, sys\n"
+        "atexit.register(lambda: print('click' in sys.modules, 'rich' in sys.modules,"
+        " 'distea.model' in sys.modules, file=sys.stderr))\n"
+        "from distea.cli import main\n"
+        f"sys.argv = ['distea', 'run', '-q', '-o', {str(tmp_path / 'run')!r}, '--',"
+        " sys.executable, '-c', 'print(42)']\n"
+        "main()\n")
+    result = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True,
+                            timeout=60)
+    assert (result.returncode, result.stdout) == (0, "42\n"), result.stderr
+    assert result.stderr.splitlines()[-1] == "False False False"
+    assert any((tmp_path / "run" / "procs").iterdir())
+
+
+def batch(key: str, seq: int, final: bool, size: int = 1000) -> list[bytes]:
+    header = msgpack.packb([FORMAT_VERSION, key, seq, final])
+    return [WIRE_MAGIC, header, msgpack.packb([8, {"pad": "x" * size}])]
+
+
+def test_drain_ends_at_once_with_everything_stored(tmp_path: Path) -> None:
+    """Writers that sent and closed just before drain(): nothing they sent is lost,
+    and drain does not wait for a settling time (nor close() for a poll)."""
+    run_dir = create_run_dir(tmp_path / "run")
+    endpoint, _ = ipc_endpoint(run_dir)
+    collector = Collector(run_dir, endpoint).start()
+    writers, batches = 6, 40
+    dead = subprocess.run([sys.executable, "-c", "import os; print(os.getpid())"],
+                          capture_output=True, text=True, check=True)
+    pid = int(dead.stdout)  # a process that is gone: drain must not wait for it
+    context: zmq.Context[object] = zmq.Context()
+    for writer in range(writers):
+        sock = context.socket(zmq.PUSH)
+        sock.connect(endpoint)
+        key = f"{os.uname().nodename}:{pid}:{writer}"
+        for seq in range(batches):
+            sock.send_multipart(batch(key, seq, final=seq == batches - 1, size=20_000))
+        sock.close(linger=5000)
+    context.term()  # everything written to the socket, every connection closed
+    began = time.monotonic()
+    still_open = collector.drain(10.0)
+    drained = time.monotonic() - began
+    collector.close()
+    closed = time.monotonic() - began
+    assert still_open == []
+    assert collector.stats.batches == writers * batches
+    assert all(s.batches == batches and s.final for s in collector.streams.values())
+    assert len(collector.streams) == writers
+    assert drained < 0.5 and closed - drained < 0.5, (drained, closed)
+
+
+def test_drain_counts_the_connections_still_open(tmp_path: Path) -> None:
+    """A writer still connected may still send: drain's quick rule sees it."""
+    run_dir = create_run_dir(tmp_path / "run")
+    endpoint, _ = ipc_endpoint(run_dir)
+    collector = Collector(run_dir, endpoint).start()
+    context: zmq.Context[object] = zmq.Context()
+    sock = context.socket(zmq.PUSH)
+    sock.connect(endpoint)
+    sock.send_multipart(batch(f"{os.uname().nodename}:{os.getpid()}:1", 0, final=True))
+    try:
+        collector.drain(10.0)
+        assert collector._settled[1] == 2  # the writer and drain's own sync socket
+        sock.close(linger=1000)
+        deadline = time.monotonic() + 10
+        while collector._settled[1] != 1 and time.monotonic() < deadline:
+            collector.drain(1.0)
+        assert collector._settled[1] == 1
+        assert collector.stats.batches == 1
+    finally:
+        context.term()
+        collector.close()
