@@ -21,6 +21,12 @@ back to its previous send, and a candidate left out that way stays in
 edge on its cycle is a matching bug or a damaged trace: :class:`OrderCycleError`
 names the events, and nothing loops.
 
+Vectors are packed into one int each (:class:`Packing`): every entry is a
+fixed-width bit field with a spare top bit, so that the element-wise maximum
+of two vectors is a handful of big-int operations (a SWAR maximum) instead of
+a Python loop over the processes. That keeps the sweep cheap for many
+processes; :meth:`Order.vector_at` unpacks a vector into a tuple.
+
 The sweep also computes Lamport timestamps (``lamport``), used by the DistIA
 baseline only.
 """
@@ -31,7 +37,6 @@ from bisect import bisect_left, bisect_right
 from collections import deque
 from collections.abc import Callable
 from dataclasses import dataclass, field, replace
-from operator import itemgetter
 
 from distea.analyzer.matching import Matching
 from distea.model import MessageEvent
@@ -47,6 +52,48 @@ class OrderCycleError(Exception):
         self.events = events
 
 
+class Packing:
+    """How a vector time of ``n`` processes is packed into one non-negative int.
+
+    Entry ``x`` (a clock, or -1 for "nothing known") is stored as ``clock - lo``
+    in bits ``[x * width, (x + 1) * width - 1)``; the top bit of every field
+    stays 0, so that subtracting two packed vectors field by field never
+    borrows across fields. ``lo`` is at most -1 and at most every clock of the
+    run, so stored values are never negative.
+    """
+
+    __slots__ = ("all_fields", "base", "clear", "field", "guards", "lo", "n", "shifts", "width")
+
+    def __init__(self, n: int, lo: int, hi: int) -> None:
+        self.n = n
+        self.lo = lo
+        self.width = width = max(hi - lo, 1).bit_length() + 1
+        self.shifts = [x * width for x in range(n)]
+        self.field = (1 << width) - 1
+        self.all_fields = (1 << (n * width)) - 1
+        self.guards = sum(1 << (sh + width - 1) for sh in self.shifts)
+        self.clear = [self.all_fields ^ (self.field << sh) for sh in self.shifts]
+        """Per process: a mask that keeps every field but that process's."""
+        self.base = sum((-1 - lo) << sh for sh in self.shifts)
+        """-1 in every entry: nothing known."""
+
+    def pack(self, vec: Vector) -> int:
+        lo = self.lo
+        return sum((c - lo) << sh for c, sh in zip(vec, self.shifts, strict=True))
+
+    def unpack(self, packed: int) -> Vector:
+        lo, field = self.lo, self.field
+        return tuple(((packed >> sh) & field) + lo for sh in self.shifts)
+
+    def entry(self, packed: int, x: int) -> int:
+        return ((packed >> self.shifts[x]) & self.field) + self.lo
+
+    def maximum(self, a: int, b: int) -> int:
+        """Entry-wise maximum of two packed vectors."""
+        g = ((a | self.guards) - b) & self.guards  # the guard bit stays where a >= b
+        return b ^ ((a ^ b) & ((g << 1) - (g >> (self.width - 1))))
+
+
 @dataclass(slots=True)
 class Order:
     """Vector times of a run's receives, and queries on them."""
@@ -55,8 +102,9 @@ class Order:
     index: dict[str, int]
     rclocks: list[list[int]]
     """Per process: clocks of its receives that have a recorded send, increasing."""
-    rvecs: list[list[Vector]]
-    """Per process: the vector time at each of those receives."""
+    rpacked: list[list[int]]
+    """Per process: the vector time at each of those receives, packed (``packing``)."""
+    packing: Packing
     sources: dict[int, list[int]]
     """Receive id → the send ids it was finally ordered after (certain + chosen candidates)."""
     hub_of: dict[int, int]
@@ -77,24 +125,34 @@ class Order:
     def base(self) -> Vector:
         return (-1,) * len(self.process_keys)
 
+    @property
+    def rvecs(self) -> list[list[Vector]]:
+        """Per process: the vector time at each receive of ``rclocks``, unpacked (slow)."""
+        unpack = self.packing.unpack
+        return [[unpack(v) for v in vs] for vs in self.rpacked]
+
     def vector_at(self, p: int, clock: int) -> Vector:
         """Vector time of process ``p`` at local ``clock``: -1 where nothing is known."""
         k = bisect_right(self.rclocks[p], clock) - 1
-        vec = list(self.rvecs[p][k]) if k >= 0 else [-1] * len(self.process_keys)
+        vec = list(self.packing.unpack(self.rpacked[p][k])) if k >= 0 \
+            else [-1] * len(self.process_keys)
         vec[p] = clock
         return tuple(vec)
 
     def earliest_after(self, p: int, x: int, clock: int) -> int | None:
         """Clock of the earliest receive in ``p`` that happens after clock ``clock`` of ``x``."""
-        vecs = self.rvecs[p]
-        k = bisect_left(vecs, clock, key=itemgetter(x))
+        vecs = self.rpacked[p]
+        sh, fm = self.packing.shifts[x], self.packing.field
+        k = bisect_left(vecs, clock - self.packing.lo, key=lambda v: (v >> sh) & fm)
         return self.rclocks[p][k] if k < len(vecs) else None
 
     def happens_before(self, p: int, clock_p: int, q: int, clock_q: int) -> bool:
         """Whether (p, clock_p) happens before or is (q, clock_q)."""
         if p == q:
             return clock_p <= clock_q
-        return self.vector_at(q, clock_q)[p] >= clock_p
+        k = bisect_right(self.rclocks[q], clock_q) - 1
+        known = self.packing.entry(self.rpacked[q][k], p) if k >= 0 else -1
+        return known >= clock_p
 
     def lamport_at(self, p: int, clock: int, offsets: list[int]) -> int:
         """Lamport time of process ``p`` at ``clock`` (events between messages count 1 each)."""
@@ -110,18 +168,43 @@ def compute_order(m: Matching) -> Order:
     events = m.events
     proc_of = m.proc_of
     n_events = len(events)
+    clk = [ev.clock for ev in events]
+    pk = Packing(n, min(-1, min(clk, default=-1)), max(clk, default=0))
+    lo, shifts, clear, guards, w1 = pk.lo, pk.shifts, pk.clear, pk.guards, pk.width - 1
 
-    srcs: dict[int, list[int]] = {}
+    # per event: 0 send, 1 receive with exactly one certain send (``src1``), 2 other
+    # receive with sends (several, hub, uncertain), 3 receive with no recorded send
+    code = bytearray([3 if ev.direction == "recv" else 0 for ev in events])
+    src1 = [-1] * n_events
+    multi: dict[int, list[int]] = {}  # receive id -> its certain sends, when several
     for s, r in m.edges:
-        srcs.setdefault(r, []).append(s)
+        first = src1[r]
+        if first < 0:
+            src1[r] = s
+            code[r] = 1
+        elif r in multi:
+            multi[r].append(s)
+        else:
+            multi[r] = [first, s]
+            code[r] = 2
     hub_of: dict[int, int] = {}
     for h, (_, recvs) in enumerate(m.hubs):
         for r in recvs:
             hub_of[r] = h
+            code[r] = 2
     # receive id -> list of [chain, index of the candidate in use]
     soft: dict[int, list[list]] = {}
     for r, chains in m.uncertain:
         soft.setdefault(r, []).extend([chain, len(chain) - 1] for chain in chains)
+        code[r] = 2
+    for r in multi:
+        src1[r] = -1
+
+    def certain_sends(r: int) -> list[int]:
+        if r in multi:
+            return multi[r]
+        return [src1[r]] if src1[r] >= 0 else []
+
     # Start each candidate chain at its latest send that is not causally after the
     # receive through certain edges alone (binary search: along a chain, "after the
     # receive" never turns false again). Only cycles among uncertain edges are left
@@ -131,43 +214,26 @@ def compute_order(m: Matching) -> Order:
     if soft:
         certain = compute_order(replace(m, uncertain=[]))
         for r, entries in soft.items():
-            pr, cr = proc_of[r], events[r].clock
+            pr, cr = proc_of[r], clk[r]
             for entry in entries:
                 chain = entry[0]
-                lo, hi = 0, len(chain)
-                while lo < hi:
-                    mid = (lo + hi) // 2
+                lo_, hi_ = 0, len(chain)
+                while lo_ < hi_:
+                    mid = (lo_ + hi_) // 2
                     s = chain[mid]
-                    if certain.happens_before(pr, cr, proc_of[s], events[s].clock):
-                        hi = mid
+                    if certain.happens_before(pr, cr, proc_of[s], clk[s]):
+                        hi_ = mid
                     else:
-                        lo = mid + 1
-                entry[1] = lo - 1
-                if lo < len(chain):
+                        lo_ = mid + 1
+                entry[1] = lo_ - 1
+                if lo_ < len(chain):
                     stepped_back += 1
 
-    base: Vector = (-1,) * n
-    know: list[Vector] = [base] * n
-    clk = [ev.clock for ev in events]
-    # per event: 0 send, 1 receive with exactly one certain send, 2 other receive with
-    # sends (several, hub, uncertain), 3 receive with no recorded send
-    code = bytearray(3 if ev.direction == "recv" else 0 for ev in events)
-    src1 = [-1] * n_events
-    for r, ss in srcs.items():
-        if len(ss) == 1:
-            code[r] = 1
-            src1[r] = ss[0]
-        else:
-            code[r] = 2
-    for r in hub_of:
-        code[r] = 2
-    for r in soft:
-        code[r] = 2
-    snap_vec: list[Vector | None] = [None] * n_events  # vector known at each processed send
-    # clock of the receive that last changed each process's vector (-1: none yet), and
-    # that clock as seen at each send: a receiver that already knows it learns nothing new
+    know = [pk.base] * n  # packed vector of each process at its latest receive
+    # what a send carries: the sender's vector with its own entry set to the send
+    snap: list[int] = [0] * n_events
+    # clock of the receive that last set each process's vector (its own entry there)
     know_t = [-1] * n
-    snap_t = [-1] * n_events
     lamport = [0] * n_events
     done = bytearray(n_events)
     last_l = [0] * n  # Lamport and clock of each process's last processed event
@@ -175,8 +241,8 @@ def compute_order(m: Matching) -> Order:
     pos = list(m.offsets[:n])
     ends = m.offsets[1:]
     rclocks: list[list[int]] = [[] for _ in range(n)]
-    rvecs: list[list[Vector]] = [[] for _ in range(n)]
-    hub_vec: dict[int, tuple[Vector, int]] = {}
+    rpacked: list[list[int]] = [[] for _ in range(n)]
+    hub_vec: dict[int, tuple[int, int]] = {}
     waiting: dict[int, list[int]] = {}
     ready = deque(range(n))
     queued = [True] * n
@@ -185,7 +251,7 @@ def compute_order(m: Matching) -> Order:
 
     def blocker(r: int) -> tuple[int, bool] | None:
         """First unprocessed send that receive ``r`` waits for, and whether it is uncertain."""
-        for s in srcs.get(r, ()):
+        for s in certain_sends(r):
             if not done[s]:
                 return s, False
         h = hub_of.get(r)
@@ -208,14 +274,15 @@ def compute_order(m: Matching) -> Order:
             lp = last_l[p]
             cp = last_c[p]
             rcl = rclocks[p]
-            rvs = rvecs[p]
+            rvs = rpacked[p]
             kt = know_t[p]
+            shp = shifts[p]
+            clr = clear[p]
             while i < end:
                 c = clk[i]
                 kind = code[i]
-                if kind == 0:  # send: remember what p knows
-                    snap_vec[i] = kp
-                    snap_t[i] = kt
+                if kind == 0:  # send: remember what p knows, its own entry set to c
+                    snap[i] = kp + ((c - kt) << shp)  # c >= kt: events are in clock order
                     lp += c - cp
                     lamport[i] = lp
                     cp = c
@@ -232,17 +299,9 @@ def compute_order(m: Matching) -> Order:
                     if not done[s]:
                         waiting.setdefault(s, []).append(p)
                         break
-                    sv = snap_vec[s]
-                    q = proc_of[s]
-                    if sv is kp or kp[q] >= snap_t[s]:
-                        # p already knows the receive that gave q this vector: nothing new
-                        vec = list(kp)
-                    else:  # element-wise max; a comprehension is much faster than map(max)
-                        vec = [a if a >= b else b for a, b in zip(kp, sv, strict=True)]  # type: ignore[arg-type]
-                    if clk[s] > vec[q]:
-                        vec[q] = clk[s]
-                    vec[p] = c
-                    kp = tuple(vec)
+                    b = snap[s]  # entry-wise maximum (Packing.maximum), then own entry c
+                    g = ((kp | guards) - b) & guards
+                    kp = ((b ^ ((kp ^ b) & ((g << 1) - (g >> w1)))) & clr) | ((c - lo) << shp)
                     kt = c
                     rcl.append(c)
                     rvs.append(kp)
@@ -250,36 +309,29 @@ def compute_order(m: Matching) -> Order:
                     if lamport[s] >= lp:
                         lp = lamport[s] + 1
                 elif kind == 2:
-                    b = blocker(i)
-                    if b is not None:
-                        waiting.setdefault(b[0], []).append(p)
+                    blocked = blocker(i)
+                    if blocked is not None:
+                        waiting.setdefault(blocked[0], []).append(p)
                         break
-                    vec = list(kp)
+                    vec = kp
                     lmax = lp + (c - cp)
-                    used: list[int] = list(srcs.get(i, ()))
+                    used = list(certain_sends(i))
                     for entry in soft.get(i, ()):
                         if entry[1] >= 0:
                             used.append(entry[0][entry[1]])
                     for s in used:
-                        sv = snap_vec[s]
-                        assert sv is not None
-                        if sv is not kp:
-                            vec = [a if a >= b else b for a, b in zip(vec, sv, strict=True)]
-                        q = proc_of[s]
-                        if clk[s] > vec[q]:
-                            vec[q] = clk[s]
+                        vec = pk.maximum(vec, snap[s])
                         if lamport[s] + 1 > lmax:
                             lmax = lamport[s] + 1
                     hub = hub_of.get(i)
                     if hub is not None:
                         hv = hub_vec.get(hub)
                         if hv is None:
-                            hv = hub_vec[hub] = _hub_vector(m, hub, snap_vec, lamport, base)
-                        vec = [a if a >= b else b for a, b in zip(vec, hv[0], strict=True)]
+                            hv = hub_vec[hub] = _hub_vector(m, hub, snap, lamport, pk)
+                        vec = pk.maximum(vec, hv[0])
                         if hv[1] + 1 > lmax:
                             lmax = hv[1] + 1
-                    vec[p] = c
-                    kp = tuple(vec)
+                    kp = (vec & clr) | ((c - lo) << shp)
                     kt = c
                     rcl.append(c)
                     rvs.append(kp)
@@ -314,7 +366,10 @@ def compute_order(m: Matching) -> Order:
             queued[p] = True
             ready.append(p)
 
-    sources: dict[int, list[int]] = {r: list(s) for r, s in srcs.items()}
+    sources: dict[int, list[int]] = {}  # in the order the edges name the receives
+    for s, r in m.edges:
+        if r not in sources:
+            sources[r] = list(multi[r]) if r in multi else [s]
     for r, entries in soft.items():
         chosen = [e[0][e[1]] for e in entries if e[1] >= 0]
         sources.setdefault(r, []).extend(chosen)
@@ -325,18 +380,20 @@ def compute_order(m: Matching) -> Order:
         assert certain is not None
         for r, s in dropped:
             pr, ps = proc_of[r], proc_of[s]
-            if not certain.happens_before(pr, events[r].clock, ps, events[s].clock):
+            if not certain.happens_before(pr, clk[r], ps, clk[s]):
                 extra.append((s, r))
         stepped_back += len(dropped) - len(extra)
         if extra:
             notes.append(f"{len(extra)} uncertain candidate sends could not be placed in one "
                          "consistent order with the others; impact still follows them")
-    clocks = [[events[i].clock for i in m.events_of(p)] for p in range(n)]
+    offsets = m.offsets
+    clocks = [clk[offsets[p]:offsets[p + 1]] for p in range(n)]
     return Order(
         process_keys=m.process_keys,
         index={k: i for i, k in enumerate(m.process_keys)},
         rclocks=rclocks,
-        rvecs=rvecs,
+        rpacked=rpacked,
+        packing=pk,
         sources=sources,
         hub_of=hub_of,
         lamport=lamport,
@@ -348,18 +405,14 @@ def compute_order(m: Matching) -> Order:
 
 
 def _hub_vector(
-    m: Matching, h: int, snap_vec: list[Vector | None], lamport: list[int], base: Vector
-) -> tuple[Vector, int]:
-    vec = list(base)
+    m: Matching, h: int, snap: list[int], lamport: list[int], pk: Packing
+) -> tuple[int, int]:
+    vec = pk.base
     lmax = 0
     for s in m.hubs[h][0]:
-        sv = snap_vec[s]
-        assert sv is not None
-        vec = [a if a >= b else b for a, b in zip(vec, sv, strict=True)]
-        q = m.proc_of[s]
-        vec[q] = max(vec[q], m.events[s].clock)
+        vec = pk.maximum(vec, snap[s])
         lmax = max(lmax, lamport[s])
-    return tuple(vec), lmax
+    return vec, lmax
 
 
 def _find_cycle(
