@@ -243,30 +243,20 @@ class Analysis:
     # -- DistIA baseline -------------------------------------------------------
 
     def _distia_index(self) -> dict[int, list[tuple[int, list[int], list[int]]]]:
-        """Sender → (receiver, Lamport times, clocks) of its messages' receives, in order."""
+        """Sender → (receiver, Lamport times, clocks) of its messages' receives, in order.
+
+        The sweep already listed, per receiver, the receives ordered after each
+        sender (``Order.recv_from``: sources, hubs and extra edges).
+        """
         if self._distia is None:
-            m, order = self.matching, self.order
-            proc_of = m.proc_of
-            pairs: dict[tuple[int, int], list[int]] = {}
-            for r, ss in order.sources.items():
-                p = proc_of[r]
-                for s in ss:
-                    if proc_of[s] != p:
-                        pairs.setdefault((p, proc_of[s]), []).append(r)
-            for r, h in order.hub_of.items():
-                p = proc_of[r]
-                for y in {proc_of[s] for s in m.hubs[h][0]}:
-                    if y != p:
-                        pairs.setdefault((p, y), []).append(r)
-            for s, r in order.extra:
-                if proc_of[s] != proc_of[r]:
-                    pairs.setdefault((proc_of[r], proc_of[s]), []).append(r)
+            order = self.order
+            lamport, events = order.lamport, self.matching.events
             index: dict[int, list[tuple[int, list[int], list[int]]]] = {}
-            for (p, y), rs in pairs.items():
-                rs = sorted(set(rs))  # event ids follow clock order within a process
-                index.setdefault(y, []).append(
-                    (p, [order.lamport[r] for r in rs], [m.events[r].clock for r in rs])
-                )
+            for p, by_sender in enumerate(order.recv_from):
+                for y, rs in enumerate(by_sender):
+                    if rs:  # event ids follow clock order within a process
+                        index.setdefault(y, []).append(
+                            (p, [lamport[r] for r in rs], [events[r].clock for r in rs]))
             self._distia = index
         return self._distia
 

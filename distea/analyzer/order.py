@@ -105,8 +105,9 @@ class Order:
     rpacked: list[list[int]]
     """Per process: the vector time at each of those receives, packed (``packing``)."""
     packing: Packing
-    sources: dict[int, list[int]]
-    """Receive id → the send ids it was finally ordered after (certain + chosen candidates)."""
+    recv_from: list[list[list[int]]]
+    """``recv_from[p][y]``: ids of the receives of ``p`` ordered after some send of another
+    process ``y`` (through ``sources``, a hub or ``extra``), increasing."""
     hub_of: dict[int, int]
     """Receive id → index into ``Matching.hubs``."""
     lamport: list[int]
@@ -120,6 +121,28 @@ class Order:
     another uncertain candidate closed a cycle with them: either could be the true one,
     so impact and dependency reachability still follow these edges (safety)."""
     notes: list[str] = field(default_factory=list)
+    edges: list[tuple[int, int]] = field(default_factory=list)
+    """``Matching.edges``, from which ``sources`` is built when first asked for."""
+    multi: dict[int, list[int]] = field(default_factory=dict)
+    """Receive id → its certain sends, for receives with several."""
+    chosen: dict[int, list[int]] = field(default_factory=dict)
+    """Uncertain receive id → the candidate sends it was finally ordered after."""
+    _sources: dict[int, list[int]] | None = None
+
+    @property
+    def sources(self) -> dict[int, list[int]]:
+        """Receive id → the send ids it was finally ordered after (certain + chosen
+        candidates), in the order the matching's edges name the receives."""
+        if self._sources is None:
+            multi = self.multi
+            sources: dict[int, list[int]] = {}
+            for s, r in self.edges:
+                if r not in sources:
+                    sources[r] = list(multi[r]) if r in multi else [s]
+            for r, chosen in self.chosen.items():
+                sources.setdefault(r, []).extend(chosen)
+            self._sources = sources
+        return self._sources
 
     @property
     def base(self) -> Vector:
@@ -242,6 +265,7 @@ def compute_order(m: Matching) -> Order:
     ends = m.offsets[1:]
     rclocks: list[list[int]] = [[] for _ in range(n)]
     rpacked: list[list[int]] = [[] for _ in range(n)]
+    recv_from: list[list[list[int]]] = [[[] for _ in range(n)] for _ in range(n)]
     hub_vec: dict[int, tuple[int, int]] = {}
     waiting: dict[int, list[int]] = {}
     ready = deque(range(n))
@@ -278,6 +302,7 @@ def compute_order(m: Matching) -> Order:
             kt = know_t[p]
             shp = shifts[p]
             clr = clear[p]
+            frm = recv_from[p]
             while i < end:
                 c = clk[i]
                 kind = code[i]
@@ -305,6 +330,9 @@ def compute_order(m: Matching) -> Order:
                     kt = c
                     rcl.append(c)
                     rvs.append(kp)
+                    q = proc_of[s]
+                    if q != p:
+                        frm[q].append(i)
                     lp += c - cp
                     if lamport[s] >= lp:
                         lp = lamport[s] + 1
@@ -319,6 +347,7 @@ def compute_order(m: Matching) -> Order:
                     for entry in soft.get(i, ()):
                         if entry[1] >= 0:
                             used.append(entry[0][entry[1]])
+                    senders = {proc_of[s] for s in used}
                     for s in used:
                         vec = pk.maximum(vec, snap[s])
                         if lamport[s] + 1 > lmax:
@@ -331,6 +360,10 @@ def compute_order(m: Matching) -> Order:
                         vec = pk.maximum(vec, hv[0])
                         if hv[1] + 1 > lmax:
                             lmax = hv[1] + 1
+                        senders.update(proc_of[s] for s in m.hubs[hub][0])
+                    senders.discard(p)
+                    for q in sorted(senders):
+                        frm[q].append(i)
                     kp = (vec & clr) | ((c - lo) << shp)
                     kt = c
                     rcl.append(c)
@@ -366,13 +399,7 @@ def compute_order(m: Matching) -> Order:
             queued[p] = True
             ready.append(p)
 
-    sources: dict[int, list[int]] = {}  # in the order the edges name the receives
-    for s, r in m.edges:
-        if r not in sources:
-            sources[r] = list(multi[r]) if r in multi else [s]
-    for r, entries in soft.items():
-        chosen = [e[0][e[1]] for e in entries if e[1] >= 0]
-        sources.setdefault(r, []).extend(chosen)
+    chosen = {r: [e[0][e[1]] for e in entries if e[1] >= 0] for r, entries in soft.items()}
     extra: list[tuple[int, int]] = []
     if dropped:
         # Which dropped candidates are causally after their receive through certain
@@ -382,6 +409,11 @@ def compute_order(m: Matching) -> Order:
             pr, ps = proc_of[r], proc_of[s]
             if not certain.happens_before(pr, clk[r], ps, clk[s]):
                 extra.append((s, r))
+                if ps != pr:
+                    rs = recv_from[pr][ps]
+                    if r not in rs:
+                        rs.append(r)
+                        rs.sort()
         stepped_back += len(dropped) - len(extra)
         if extra:
             notes.append(f"{len(extra)} uncertain candidate sends could not be placed in one "
@@ -394,13 +426,16 @@ def compute_order(m: Matching) -> Order:
         rclocks=rclocks,
         rpacked=rpacked,
         packing=pk,
-        sources=sources,
+        recv_from=recv_from,
         hub_of=hub_of,
         lamport=lamport,
         clocks=clocks,
         dropped_candidates=stepped_back + len(extra),
         extra=extra,
         notes=notes,
+        edges=m.edges,
+        multi=multi,
+        chosen=chosen,
     )
 
 
