@@ -24,6 +24,7 @@ from typing import TYPE_CHECKING, Any, BinaryIO
 import msgpack
 import zmq
 
+from distea.launcher import PROCS_DIR  # not traceformat's: distea run starts without the reader
 from distea.wire import (
     FORMAT_VERSION,
     LOST_DIR,
@@ -36,9 +37,7 @@ from distea.wire import (
 if TYPE_CHECKING:
     from zmq.auth.thread import ThreadAuthenticator
 
-PROCS_DIR = "procs"
-"""As :data:`distea.traceformat.PROCS_DIR`; not imported from there, so that
-``distea run`` starts without the trace reader (and its model)."""
+__all__ = ["PROCS_DIR", "Collector", "CurveKeys"]
 
 POLL_MS = 10
 """How often the receiving thread looks up from an idle socket (close() and drain() wake it
@@ -152,7 +151,10 @@ class Collector:
     ``keys.client_public``; anyone else is refused and counted.
     """
 
-    def __init__(self, run_dir: Path, endpoint: str, keys: CurveKeys | None = None) -> None:
+    def __init__(self, run_dir: Path, endpoint: str, keys: CurveKeys | None = None,
+                 listener_fd: int | None = None) -> None:
+        """``listener_fd``: a socket already bound to ``endpoint`` and listening
+        (``distea.launcher.listen``), which ZeroMQ takes over (``ZMQ_USE_FD``)."""
         self.run_dir = run_dir
         self.endpoint = endpoint
         self.streams: dict[str, ProcessStream] = {}
@@ -179,6 +181,8 @@ class Collector:
                 self._monitor = self._socket.get_monitor_socket(HANDSHAKE_FAILURES)
             else:
                 self._monitor = self._socket.get_monitor_socket(CONNECTION_EVENTS)
+            if listener_fd is not None:
+                self._socket.setsockopt(zmq.USE_FD, listener_fd)
             self._socket.bind(endpoint)
         except BaseException:
             self._shutdown()

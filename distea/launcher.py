@@ -1,5 +1,13 @@
 """Run a command under tracing: collector up, environment set, command launched.
 
+The command starts as early as possible: the collector's ``ipc://`` socket
+is bound and listening (a plain Unix socket) before the command is
+launched, and ZeroMQ takes that socket over (``ZMQ_USE_FD``) while the
+command's interpreter starts; a tracer that connects before then waits in
+the socket's backlog, losing nothing. So the tens of milliseconds that
+``distea run`` spends importing ZeroMQ and starting the collector overlap
+the traced program's own start instead of delaying it.
+
 ``distea run`` is a thin CLI over :func:`trace_command`. The traced command
 gets the same arguments, working directory, stdin/stdout/stderr and exit
 status as without distea; only its environment gains the tracer's hook
@@ -24,22 +32,27 @@ import socket
 import subprocess
 import sys
 import time
-from dataclasses import dataclass, field
+from collections.abc import Callable
 from pathlib import Path
 from types import FrameType
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-import zmq
-
-from distea.collector import PROCS_DIR, Collector
 from distea.tracer.config import CONFIG_ENV, PARENT_TOKEN_ENV, START_METHOD_ENV, TracerConfig
 from distea.wire import FORMAT_VERSION, LOST_DIR, UNTRACED_DIR, WIRE_CLIENT
+
+if TYPE_CHECKING:
+    from distea.collector import Collector
+
+# Not imported here at module level, so that the command starts first (see above):
+# zmq, msgpack, distea.collector, dataclasses (it imports inspect).
 
 BOOTSTRAP_DIR = Path(__file__).parent / "tracer" / "bootstrap"
 IPC_NAME = "collector.ipc"
 IPC_PATH_MAX = 100
 """sun_path holds 108 bytes; longer run directories get their socket in a private temp dir."""
 FORWARDED_SIGNALS = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
+LISTEN_BACKLOG = 1024
+"""Tracers that may wait to be accepted at once (the kernel caps it at somaxconn)."""
 CLIENT_LINGER_MS = 5000
 
 
@@ -49,6 +62,7 @@ CLIENT_LINGER_MS = 5000
 # reader and its model (several milliseconds before the command can start).
 
 RUN_META = "run.json"
+PROCS_DIR = "procs"
 DEFAULT_RUNS_DIR = Path(".distea") / "runs"
 """As :data:`distea.traceformat.DEFAULT_RUNS_DIR`, where ``latest_run`` looks."""
 
@@ -81,34 +95,50 @@ class LaunchError(Exception):
         self.exit_code = exit_code
 
 
-@dataclass
 class TraceOptions:
-    mode: str = "compact"
-    include: tuple[str, ...] = ()
-    exclude: tuple[str, ...] = ()
-    flush_timeout: float = 10.0
-    """Seconds to wait after the command for processes still flushing."""
-    root: str = "."
-    connect: str | None = None
-    """A ``distea collect`` endpoint to write to instead of a local collector."""
-    key_file: Path | None = None
-    """The client credentials ``distea collect`` wrote (needed with ``connect``)."""
-    connect_timeout: float = 10.0
+    """How to trace (plain class: ``dataclasses`` would import ``inspect`` before the
+    command starts)."""
+
+    def __init__(self, mode: str = "compact", include: tuple[str, ...] = (),
+                 exclude: tuple[str, ...] = (), flush_timeout: float = 10.0, root: str = ".",
+                 connect: str | None = None, key_file: Path | None = None,
+                 connect_timeout: float = 10.0) -> None:
+        self.mode = mode
+        self.include = include
+        self.exclude = exclude
+        self.flush_timeout = flush_timeout
+        """Seconds to wait after the command for processes still flushing."""
+        self.root = root
+        self.connect = connect
+        """A ``distea collect`` endpoint to write to instead of a local collector."""
+        self.key_file = key_file
+        """The client credentials ``distea collect`` wrote (needed with ``connect``)."""
+        self.connect_timeout = connect_timeout
+
+    def __repr__(self) -> str:
+        return f"TraceOptions({vars(self)})"
 
 
-@dataclass
 class RunOutcome:
-    run_dir: Path | None
-    """The run directory, or None when the run went to a remote collector."""
-    exit_code: int
-    duration_s: float
-    still_open: list[str] = field(default_factory=list)
-    """Process keys that never sent a final batch (killed, or outlived the wait)."""
-    signal: int | None = None
-    """The signal that killed the command, if one did."""
-    endpoint: str = ""
-    notes: list[str] = field(default_factory=list)
-    """One-line messages for the user (remote runs: delivery of the summary)."""
+    """What ``trace_command`` reports back (plain class, as :class:`TraceOptions`)."""
+
+    def __init__(self, run_dir: Path | None, exit_code: int, duration_s: float,
+                 still_open: list[str] | None = None, signal: int | None = None,
+                 endpoint: str = "", notes: list[str] | None = None) -> None:
+        self.run_dir = run_dir
+        """The run directory, or None when the run went to a remote collector."""
+        self.exit_code = exit_code
+        self.duration_s = duration_s
+        self.still_open: list[str] = [] if still_open is None else still_open
+        """Process keys that never sent a final batch (killed, or outlived the wait)."""
+        self.signal = signal
+        """The signal that killed the command, if one did."""
+        self.endpoint = endpoint
+        self.notes: list[str] = [] if notes is None else notes
+        """One-line messages for the user (remote runs: delivery of the summary)."""
+
+    def __repr__(self) -> str:
+        return f"RunOutcome({vars(self)})"
 
 
 def allocate_run_dir(output: Path | None) -> Path:
@@ -172,6 +202,25 @@ def ipc_endpoint(run_dir: Path) -> tuple[str, Path | None]:
     return f"ipc://{private / IPC_NAME}", private
 
 
+def listen(endpoint: str) -> int:
+    """Bind and listen on the ``ipc://`` endpoint's path; the listening descriptor.
+
+    A tracer may connect from here on: it waits in the backlog until the
+    collector (ZeroMQ, given this descriptor) accepts it.
+    """
+    path = endpoint[len("ipc://"):]
+    with contextlib.suppress(FileNotFoundError):
+        os.unlink(path)  # as ZeroMQ's own bind does
+    listener = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    try:
+        listener.bind(path)
+        listener.listen(LISTEN_BACKLOG)
+    except BaseException:
+        listener.close()
+        raise
+    return listener.detach()
+
+
 def trace_command(command: list[str], output: Path | None, options: TraceOptions) -> RunOutcome:
     command = resolve_command(command)
     if options.connect is not None or options.key_file is not None:
@@ -179,9 +228,10 @@ def trace_command(command: list[str], output: Path | None, options: TraceOptions
     run_dir = make_run_dir(output)
     endpoint, private = ipc_endpoint(run_dir)
     try:
-        collector = Collector(run_dir, endpoint).start()
-    except zmq.ZMQError as exc:
-        raise LaunchError(f"cannot start the collector at {endpoint}: {exc}", 2) from None
+        listener = listen(endpoint)
+    except OSError as exc:
+        raise LaunchError(f"cannot start the collector at {endpoint}: {exc.strerror}",
+                          2) from None
     config = TracerConfig(
         run_dir=str(run_dir.resolve()),
         endpoint=endpoint,
@@ -205,24 +255,48 @@ def trace_command(command: list[str], output: Path | None, options: TraceOptions
         "host": socket.gethostname(),
     }
     write_run_meta(run_dir, meta)
+    collectors: list[Collector] = []
+    notes: list[str] = []
+
+    def start_collector() -> None:
+        """While the command starts: ZeroMQ takes over the listening socket."""
+        try:
+            from distea.collector import Collector
+
+            collectors.append(Collector(run_dir, endpoint, listener_fd=listener).start())
+        except Exception as exc:  # the command runs on: say why it is not traced
+            Path(endpoint[len("ipc://"):]).unlink(missing_ok=True)  # its children see it
+            notes.append(f"cannot start the collector at {endpoint}: {exc}; "
+                         "the command ran untraced")
+
     status: int | None = None
+    still_open: list[str] = []
+    summary: dict[str, Any] = {"problems": notes, "still_open": []}
     try:
-        status = _run_child(command, tracer_environment(config, dict(os.environ)))
+        status = _run_child(command, tracer_environment(config, dict(os.environ)),
+                            start_collector)
     finally:
-        still_open = collector.drain(options.flush_timeout)
-        collector.close()
+        if collectors:
+            collector = collectors[0]
+            streams = collector.drain(options.flush_timeout)
+            collector.close()
+            still_open = [s.key for s in streams]
+            summary = collector.summary(streams)
+        elif not notes:
+            with contextlib.suppress(OSError):
+                os.close(listener)  # never handed over: the command could not start
         Path(endpoint[len("ipc://"):]).unlink(missing_ok=True)
         if private is not None:
             shutil.rmtree(private, ignore_errors=True)
         finished = time.time()
-        meta.update(finished_at=finished, collector=collector.summary(still_open))
+        meta.update(finished_at=finished, collector=summary)
         if status is not None:
             meta["exit_code"] = exit_code_of(status)
             if status < 0:
                 meta["signal"] = -status
         write_run_meta(run_dir, meta)
-    return RunOutcome(run_dir, exit_code_of(status), finished - started,
-                      [s.key for s in still_open], -status if status < 0 else None, endpoint)
+    return RunOutcome(run_dir, exit_code_of(status), finished - started, still_open,
+                      -status if status < 0 else None, endpoint, notes)
 
 
 def exit_code_of(status: int) -> int:
@@ -251,6 +325,8 @@ def read_key_file(path: Path) -> dict[str, str]:
 
 def probe(endpoint: str, keys: dict[str, str], timeout: float) -> str | None:
     """Try the CURVE handshake with the collector; None when it succeeds, else why not."""
+    import zmq
+
     context: zmq.Context[Any] = zmq.Context()
     sock = context.socket(zmq.PUSH)
     monitor = sock.get_monitor_socket(zmq.EVENT_HANDSHAKE_SUCCEEDED
@@ -341,6 +417,7 @@ def _read_notes(folder: Path) -> dict[str, Any]:
 def _send_summary(endpoint: str, keys: dict[str, str], summary: dict[str, Any]) -> bool:
     """Push this host's summary; True when it left before the linger ran out."""
     import msgpack
+    import zmq
 
     context: zmq.Context[Any] = zmq.Context()
     sock = context.socket(zmq.PUSH)
@@ -358,8 +435,12 @@ def _send_summary(endpoint: str, keys: dict[str, str], summary: dict[str, Any]) 
 # -- the child ---------------------------------------------------------------------
 
 
-def _run_child(command: list[str], env: dict[str, str]) -> int:
+def _run_child(command: list[str], env: dict[str, str],
+               while_starting: Callable[[], None] | None = None) -> int:
     """Start the command, pass our signals on to it, return its ``Popen.returncode``.
+
+    ``while_starting`` runs once the command is started and our signals are
+    passed on, before waiting for it (it must not raise).
 
     SIGINT typed at a terminal reaches the whole foreground process group,
     the command included: passing it on as well would deliver it twice, so
@@ -382,6 +463,8 @@ def _run_child(command: list[str], env: dict[str, str]) -> int:
 
     previous = {s: signal.signal(s, forward) for s in FORWARDED_SIGNALS}
     try:
+        if while_starting is not None:
+            while_starting()
         while True:
             try:
                 return child.wait()

@@ -17,7 +17,7 @@ import zmq
 from distea.cli.run import run
 from distea.cli.running import parse_run_args
 from distea.collector import Collector
-from distea.launcher import create_run_dir, ipc_endpoint
+from distea.launcher import create_run_dir, ipc_endpoint, write_run_meta
 from distea.wire import FORMAT_VERSION, WIRE_MAGIC
 
 PARSED = [
@@ -138,3 +138,39 @@ def test_drain_counts_the_connections_still_open(tmp_path: Path) -> None:
     finally:
         context.term()
         collector.close()
+
+
+def test_a_tracer_that_connects_before_the_collector_loses_nothing(tmp_path: Path) -> None:
+    """distea run starts the command before ZeroMQ takes the listening socket over:
+    a process that connects (and even ends) before then waits in the backlog."""
+    from distea.launcher import listen, tracer_environment
+    from distea.traceformat import load_run
+    from distea.tracer.config import TracerConfig
+
+    run_dir = create_run_dir(tmp_path / "run")
+    (tmp_path / "app.py").write_text(
+        "import os\n"
+        "def work(i):\n    return i * 2\n"
+        "for i in range(1000):\n    work(i)\n"
+        "r, w = os.pipe()\nos.write(w, b'x')\nos.read(r, 1)\n")
+    endpoint, _ = ipc_endpoint(run_dir)
+    fd = listen(endpoint)
+    config = TracerConfig(run_dir=str(run_dir), endpoint=endpoint, mode="full",
+                          root=str(tmp_path))
+    child = subprocess.Popen([sys.executable, "app.py"], cwd=tmp_path,
+                             env=tracer_environment(config, dict(os.environ)))
+    time.sleep(0.5)  # the child has connected, sent its header, maybe ended
+    collector = Collector(run_dir, endpoint, listener_fd=fd).start()
+    try:
+        assert child.wait(timeout=30) == 0
+        assert collector.drain(10.0) == []
+    finally:
+        collector.close()
+    write_run_meta(run_dir, {"run_id": "run", "command": ["python", "app.py"],
+                             "started_at": 0, "finished_at": 1,
+                             "collector": collector.summary([])})
+    data = load_run(run_dir)
+    (info,) = data.processes.values()
+    assert info.complete and not data.problems
+    calls = [c for c in data.calls[info.key] if c.method == "app.work"]
+    assert len(calls) == 2000  # full mode: every entry and exit
