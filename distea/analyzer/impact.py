@@ -203,13 +203,9 @@ class Analysis:
         out: dict[int, int] = {}
         for p in range(len(self.keys)):
             s = firsts.get(p)
-            if order.rclocks[p]:
-                for x, f in firsts.items():
-                    if x == p:
-                        continue
-                    c = order.earliest_after(p, x, f)
-                    if c is not None and (s is None or c < s):
-                        s = c
+            c = order.earliest_after_any(p, firsts)
+            if c is not None and (s is None or c < s):
+                s = c
             if s is not None:
                 out[p] = s
         return out

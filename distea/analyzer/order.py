@@ -35,7 +35,7 @@ from __future__ import annotations
 
 from bisect import bisect_left, bisect_right
 from collections import deque
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field, replace
 
 from distea.analyzer.matching import Matching
@@ -167,6 +167,36 @@ class Order:
         vecs = self.rpacked[p]
         sh, fm = self.packing.shifts[x], self.packing.field
         k = bisect_left(vecs, clock - self.packing.lo, key=lambda v: (v >> sh) & fm)
+        return self.rclocks[p][k] if k < len(vecs) else None
+
+    def earliest_after_any(self, p: int, clocks: Mapping[int, int]) -> int | None:
+        """Clock of the earliest receive in ``p`` that happens after clock ``clocks[x]`` of
+        some process ``x`` other than ``p``: the least :meth:`earliest_after` over them.
+
+        One binary search: entries never decrease along ``p``, so "some entry has
+        reached its clock" never turns false again, and all entries are compared at
+        once (SWAR: the guard bit of a field survives ``(v | guards) - wanted``
+        where that entry is at least the wanted one).
+        """
+        vecs = self.rpacked[p]
+        if not vecs:
+            return None
+        pk = self.packing
+        lo, top = pk.lo, pk.field >> 1  # the largest value a field holds
+        wanted, fields = 0, 0
+        for x, clock in clocks.items():
+            if x == p:
+                continue
+            need = clock - lo
+            if need > top:
+                continue  # later than any clock of the run: never reached
+            sh = pk.shifts[x]
+            wanted |= max(need, 0) << sh
+            fields |= 1 << (sh + pk.width - 1)
+        if not fields:
+            return None
+        guards = pk.guards
+        k = bisect_left(vecs, True, key=lambda v: (((v | guards) - wanted) & fields) != 0)
         return self.rclocks[p][k] if k < len(vecs) else None
 
     def happens_before(self, p: int, clock_p: int, q: int, clock_q: int) -> bool:

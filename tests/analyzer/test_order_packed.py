@@ -114,6 +114,16 @@ def test_packed_sweep_matches_tuple_sweep(m: Matching) -> None:
     except OrderCycleError:
         return
     assert o.recv_from == receives_by_sender(o, m)
+    ref = reference_order.compute_order(m)
+    n = len(m.process_keys)
+    clocks = sorted({ev.clock for ev in m.events} | {-9, -1, 0, 100})
+    maps = [{x: clocks[(x * j + j) % len(clocks)] for x in range(n) if (x + j) % 3}
+            for j in range(len(clocks))]
+    for p in range(n):
+        for wanted in maps:
+            found = [c for x, f in wanted.items() if x != p
+                     and (c := ref.earliest_after(p, x, f)) is not None]
+            assert o.earliest_after_any(p, wanted) == min(found, default=None)
 
 
 def test_packing_round_trip_and_maximum() -> None:
