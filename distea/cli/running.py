@@ -14,11 +14,14 @@ import errno
 import os
 import sys
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
 
 from distea.launcher import LaunchError, RunOutcome, TraceOptions, die_like, trace_command
 
+TYPE_CHECKING = False  # not typing's: nothing before the command needs typing (10 ms)
+
 if TYPE_CHECKING:
+    from typing import Any
+
     from rich.console import Console
     from rich.tree import Tree
 

@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import json
 import os
-from typing import Any
 
 CONFIG_ENV = "DISTEA_CONFIG"
 PARENT_TOKEN_ENV = "DISTEA_PARENT_TOKEN"
@@ -58,10 +57,10 @@ class TracerConfig:
         for name, value in zip(self.FIELDS, values, strict=True):
             object.__setattr__(self, name, value)
 
-    def __setattr__(self, name: str, value: Any) -> None:
+    def __setattr__(self, name: str, value: object) -> None:
         raise AttributeError(f"TracerConfig is immutable (cannot set {name})")
 
-    def _values(self) -> dict[str, Any]:
+    def _values(self) -> dict[str, object]:
         return {name: getattr(self, name) for name in self.FIELDS}
 
     def __eq__(self, other: object) -> bool:
