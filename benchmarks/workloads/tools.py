@@ -67,11 +67,14 @@ def _untraced(argv: list[str], out: Path) -> Prepared:
     return Prepared(argv, {}, None)
 
 
+def distea_command(mode: str, argv: list[str], out: Path) -> list[str]:
+    """``argv`` under ``distea run`` in ``mode``, writing the run to ``out/run``."""
+    return [_bin("distea"), "run", "-q", "-o", str(out / "run"), "--mode", mode, "--", *argv]
+
+
 def _distea(mode: str) -> Callable[[list[str], Path], Prepared]:
     def prepare(argv: list[str], out: Path) -> Prepared:
-        run_dir = out / "run"
-        return Prepared([_bin("distea"), "run", "-q", "-o", str(run_dir), "--mode", mode,
-                         "--", *argv], {}, run_dir)
+        return Prepared(distea_command(mode, argv, out), {}, out / "run")
 
     return prepare
 

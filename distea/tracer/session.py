@@ -354,11 +354,12 @@ class TracerSession:
         Channels take it *before* the bytes leave and pass it to ``send``
         after: once the bytes are out, a reply can come back to another
         thread of this process, and its receive must not get an earlier clock
-        than the send that caused it.
+        than the send that caused it. Like the recorders, it looks for the
+        method from its caller's caller: its caller is a channel.
         """
         clock = self.clock
         value = clock.value = clock.value + 1
-        return value, self._method_on_stack(sys._getframe(1))
+        return value, self._method_on_stack(sys._getframe(1).f_back)
 
     def _message_recorders(self) -> tuple[SendRecorder, RecvRecorder]:
         """``send`` and ``recv``: what channels call at every message.
@@ -367,6 +368,9 @@ class TracerSession:
         records list, the monitor), which all live as long as the session and
         are reset in place after ``fork``: each message then costs one tuple,
         one clock read and the method lookup, with no attribute chains. The
+        method lookup starts at the caller's caller (``f_back``: None, not an
+        error, at the bottom of a stack, as in an atexit handler): the caller
+        is always tracer code (a channel's wrapper or helper). The
         re-arming of the epoch a receive opens is only called when something
         was disabled since the last one.
         """
@@ -384,7 +388,7 @@ class TracerSession:
                  stamp: tuple[int, int] | None = None) -> None:
             if stamp is None:
                 value = clock.value = clock.value + 1
-                mid = method_on_stack(getframe(1))
+                mid = method_on_stack(getframe(1).f_back)
             else:
                 value, mid = stamp
             append((SEND, value, kind, channel, start, end, mid, get_ident(), meta))
@@ -394,7 +398,7 @@ class TracerSession:
         def recv(kind: str, channel: str, start: int, end: int,
                  meta: dict[str, Any] | None = None) -> None:
             value = clock.value = clock.value + 1
-            append((RECV, value, kind, channel, start, end, method_on_stack(getframe(1)),
+            append((RECV, value, kind, channel, start, end, method_on_stack(getframe(1).f_back),
                     get_ident(), meta))
             clock.epoch = value
             if to_rearm:

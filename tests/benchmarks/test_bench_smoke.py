@@ -9,6 +9,7 @@ from pathlib import Path
 import pytest
 
 from benchmarks.__main__ import main
+from benchmarks.workloads import message_path
 
 
 def test_quick_run_on_one_tiny_workload_produces_the_table(
@@ -30,3 +31,14 @@ def test_quick_run_on_one_tiny_workload_produces_the_table(
     assert row["sizes"]["distea compact"]["processes"] == 1
     assert row["sizes"]["setprofile"]["files"] == 1, "the recorder wrote nothing"
     assert list(tmp_path.glob("latest.png")) or list(tmp_path.glob("latest.svg"))
+
+
+def test_message_path_measures_both_loops_traced_and_untraced(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    message_path.main(["--repeats", "1", "--n", "300"])
+    rows = [line for line in capsys.readouterr().out.splitlines() if line.startswith("| ")]
+    assert [row.split("|")[1].strip() for row in rows[2:]] == ["socket", "zmq"]
+    for row in rows[2:]:
+        untraced, traced = (float(cell) for cell in row.split("|")[3:5])
+        assert untraced > 0 and traced > 0

@@ -172,6 +172,7 @@ class SocketChannel:
         new_stream = self._new_stream
         channel = self
         counted = RECEIVED_BYTES[name]
+        plain_recv = name == "recv"  # bytes back: the commonest receive, counted inline
         ssl_layer = kind == "ssl"
 
         def recv(sock: Any, *args: Any, **kwargs: Any) -> Any:
@@ -190,7 +191,7 @@ class SocketChannel:
                 stream = (entry[1] if entry is not None and entry[0]() is sock
                           else new_stream(sock, kind))
                 if stream is not None:
-                    received = counted(result)
+                    received = len(result) if plain_recv else counted(result)
                     if received:
                         start = stream.received
                         stream.received = end = start + received
