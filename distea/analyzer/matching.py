@@ -146,20 +146,25 @@ def match(
         link_map[link.end_a] = link.end_b
         link_map[link.end_b] = link.end_a
 
-    # Group by (kind, channel as the receiving end names it).
+    # Group by (kind, channel as the receiving end names it), in order of first use.
     groups: dict[tuple[str, str], tuple[list[int], list[int]]] = {}
-    for i, ev in enumerate(events):
-        channel = ev.channel
+    get_group = groups.get
+    i = -1
+    for ev in events:
+        i += 1
+        gk = (ev.kind, ev.channel)
         if ev.direction == "send":
-            if link_map and ev.kind not in LIFECYCLE_KINDS:
-                channel = link_map.get(channel, channel)
-            side = 0
+            if link_map and gk[0] not in LIFECYCLE_KINDS:
+                gk = (gk[0], link_map.get(gk[1], gk[1]))
+            group = get_group(gk)
+            if group is None:
+                group = groups[gk] = ([], [])
+            group[0].append(i)
         else:
-            side = 1
-        group = groups.get((ev.kind, channel))
-        if group is None:
-            group = groups[(ev.kind, channel)] = ([], [])
-        group[side].append(i)
+            group = get_group(gk)
+            if group is None:
+                group = groups[gk] = ([], [])
+            group[1].append(i)
 
     unknown: set[str] = set()
     routed: list[tuple[str, str, list[int], list[int]]] = []
@@ -168,7 +173,7 @@ def match(
             routed.append((kind, channel, sends, recvs))  # after the peers are known
             continue
         _count(m, kind, sends, recvs, _match_group(m, kind, sends, recvs, started, unknown))
-    peers = _learn_peers(m)
+    peers = _learn_peers(m) if routed else {}
     for kind, channel, sends, recvs in routed:
         result = _Result()
         by_destination = _split_by_destination(m, channel, sends, peers)
@@ -293,25 +298,35 @@ def _is_collective(events: list[MessageEvent], sends: list[int], recvs: list[int
 
 
 def _generations(m: Matching, ids: list[int]) -> list[tuple[int, list[int]]]:
-    """Split one side of a stream into (process, ids) generations: offsets restart at 0."""
-    by_proc: dict[int, list[int]] = defaultdict(list)
-    for i in ids:
-        by_proc[m.proc_of[i]].append(i)
+    """Split one side of a stream into (process, ids) generations: offsets restart at 0.
+
+    ``ids`` increase, so they are grouped by process already when the first and
+    the last are of the same process (a process's ids are one range).
+    """
+    proc_of, events = m.proc_of, m.events
+    if not ids:
+        return []
+    by_proc: dict[int, list[int]]
+    if proc_of[ids[0]] == proc_of[ids[-1]]:
+        by_proc = {proc_of[ids[0]]: ids}
+    else:
+        by_proc = defaultdict(list)
+        for i in ids:
+            by_proc[proc_of[i]].append(i)
     gens: list[tuple[int, list[int]]] = []
-    events = m.events
     for p, pids in by_proc.items():
         current: list[int] = []
         prev_end = -1
         for i in pids:  # clock order within a process
             ev = events[i]
-            start, end = ev.start, ev.end
+            start = ev.start
             if current and (start < prev_end or (start == 0 and prev_end > 0)):
                 gens.append((p, current))
                 current = []
                 prev_end = -1
             current.append(i)
-            if end > prev_end:
-                prev_end = end
+            if ev.end > prev_end:
+                prev_end = ev.end
         if current:
             gens.append((p, current))
     return gens
@@ -321,9 +336,11 @@ def _match_stream(m: Matching, sends: list[int], recvs: list[int], out: _Result)
     send_gens = _generations(m, sends)
     recv_gens = _generations(m, recvs)
     events = m.events
+    edges = m.edges
     received: set[int] = set()  # send gen indexes that some receive reads from
     candidate_sends: set[int] = set()
     one_to_one = len({p for p, _ in send_gens}) <= 1 and len({p for p, _ in recv_gens}) <= 1
+    out_of_step = one_to_one and len(send_gens) > 1
     starts = [[events[s].start for s in sids] for _, sids in send_gens]
     for g, (rp, rids) in enumerate(recv_gens):
         if one_to_one:
@@ -331,6 +348,28 @@ def _match_stream(m: Matching, sends: list[int], recvs: list[int], out: _Result)
         else:
             candidates = [j for j, (sp, _) in enumerate(send_gens) if sp != rp] or \
                 [j for j in range(len(send_gens))]
+        if len(candidates) == 1:
+            # the common case: one generation to read from, so its carrier is certain
+            j = candidates[0]
+            sids, sts = send_gens[j][1], starts[j]
+            matched = 0
+            for r in rids:
+                rev = events[r]
+                a, b = rev.start, rev.end
+                byte = b - 1 if b > a else a - 1
+                if byte >= 0:  # _carrier, inlined
+                    k = bisect_right(sts, byte) - 1
+                    if k >= 0 and events[sids[k]].end > byte:
+                        edges.append((sids[k], r))
+                        matched += 1
+                        continue
+                if out_of_step:
+                    _stream_out_of_step(m, r, byte, send_gens, starts, received,
+                                        candidate_sends, out)
+            if matched:
+                received.add(j)
+                out.matched += matched
+            continue
         for r in rids:
             rev = events[r]
             byte = rev.end - 1 if rev.end > rev.start else rev.start - 1
@@ -341,17 +380,11 @@ def _match_stream(m: Matching, sends: list[int], recvs: list[int], out: _Result)
                     carriers.append(s)
                     received.add(j)
             certain = one_to_one or len(candidates) == 1
-            if not carriers and one_to_one and len(send_gens) > 1:
-                # generations out of step (a connection one side never used?): any
-                # generation that holds the byte is a candidate
-                certain = False
-                for j in range(len(send_gens)):
-                    s = _carrier(events, send_gens[j][1], starts[j], byte)
-                    if s is not None:
-                        carriers.append(s)
-                        received.add(j)
-            if len(carriers) == 1 and certain:
-                m.edges.append((carriers[0], r))
+            if not carriers and out_of_step:
+                _stream_out_of_step(m, r, byte, send_gens, starts, received, candidate_sends,
+                                    out)
+            elif len(carriers) == 1 and certain:
+                edges.append((carriers[0], r))
                 out.matched += 1
             elif carriers:
                 m.uncertain.append((r, tuple((s,) for s in carriers)))
@@ -366,8 +399,26 @@ def _match_stream(m: Matching, sends: list[int], recvs: list[int], out: _Result)
             continue
         own = gen_read_to[j] if j < len(gen_read_to) else 0
         read_to = own if one_to_one else any_read_to
-        out.unmatched_sends += sum(1 for s in sids if events[s].start >= read_to
-                                   and events[s].end > events[s].start)
+        out.unmatched_sends += sum(1 for s, start in zip(sids, starts[j], strict=True)
+                                   if start >= read_to and events[s].end > start)
+
+
+def _stream_out_of_step(
+    m: Matching, r: int, byte: int, send_gens: list[tuple[int, list[int]]],
+    starts: list[list[int]], received: set[int], candidate_sends: set[int], out: _Result,
+) -> None:
+    """Generations out of step (a connection one side never used?): every generation
+    that holds the byte is a candidate, none of them certain."""
+    carriers: list[int] = []
+    for j in range(len(send_gens)):
+        s = _carrier(m.events, send_gens[j][1], starts[j], byte)
+        if s is not None:
+            carriers.append(s)
+            received.add(j)
+    if carriers:
+        m.uncertain.append((r, tuple((s,) for s in carriers)))
+        candidate_sends.update(carriers)
+        out.ambiguous += 1
 
 
 def _carrier(
@@ -433,15 +484,10 @@ def _match_messages(
     m: Matching, kind: str, sends: list[int], recvs: list[int], out: _Result
 ) -> None:
     events = m.events
-    proc_of = m.proc_of
     # fingerprint class -> sender process -> send ids (clock order)
-    send_classes: dict[object, dict[int, list[int]]] = defaultdict(lambda: defaultdict(list))
-    for s in sends:
-        send_classes[_fp(events[s])][proc_of[s]].append(s)
-    recv_classes: dict[object, dict[int, list[int]]] = defaultdict(lambda: defaultdict(list))
-    for r in recvs:
-        recv_classes[_fp(events[r])][proc_of[r]].append(r)
-
+    send_classes = _classes(m, sends)
+    recv_classes = _classes(m, recvs)
+    edges = m.edges
     used: set[int] = set()  # sends paired with certainty
     candidate: set[int] = set()  # sends named as uncertain candidates
     for fp, receivers in recv_classes.items():
@@ -464,19 +510,52 @@ def _match_messages(
             if len(cs) == 1 and not self_possible:
                 sp = cs[0]
                 sids = senders[sp]
-                fanout = any((events[s].meta or {}).get("fanout") for s in sids)
                 lossy = kind in LOSSY_KINDS and len(sids) != len(rids)
-                if (fanout or sharing[sp] == 1) and not lossy:
+                if not lossy and (sharing[sp] == 1 or any(
+                        (events[s].meta or {}).get("fanout") for s in sids)):
                     n = min(len(sids), len(rids))
-                    for k in range(n):  # FIFO: k-th receive reads the k-th send
-                        m.edges.append((sids[k], rids[k]))
-                        used.add(sids[k])
+                    # FIFO: the k-th receive reads the k-th send
+                    edges.extend(zip(sids, rids, strict=False))
+                    used.update(sids[:n])
                     out.matched += n
                     continue
             chains = tuple(tuple(senders[sp]) for sp in cs)
-            for r in rids:
-                m.uncertain.append((r, chains))
+            m.uncertain.extend((r, chains) for r in rids)
             for chain in chains:
                 candidate.update(chain)
             out.ambiguous += len(rids)
-    out.unmatched_sends += sum(1 for s in sends if s not in used and s not in candidate)
+    # every send of ``used`` and ``candidate`` is one of ``sends``
+    out.unmatched_sends += len(sends) - len(used | candidate if candidate else used)
+
+
+def _classes(m: Matching, ids: list[int]) -> dict[object, dict[int, list[int]]]:
+    """Fingerprint class (:func:`_fp`) -> process -> ids, each in the order of ``ids``."""
+    events, proc_of = m.events, m.proc_of
+    classes: dict[object, dict[int, list[int]]] = {}
+    get_class = classes.get
+    last_p: int = -1  # the previous id's process and class: runs of both are common
+    last_fp: object = None
+    lst: list[int] = []
+    for i in ids:
+        meta = events[i].meta
+        if meta:  # _fp, inlined
+            fp = meta.get("fp")
+            if isinstance(fp, list):
+                fp = tuple(fp)
+        else:
+            fp = None
+        p = proc_of[i]
+        if p == last_p and (fp is last_fp or fp == last_fp):  # the same dict key
+            lst.append(i)
+            continue
+        by_proc = get_class(fp)
+        if by_proc is None:
+            by_proc = classes[fp] = {}
+        found = by_proc.get(p)
+        if found is None:
+            lst = by_proc[p] = [i]
+        else:
+            lst = found
+            lst.append(i)
+        last_p, last_fp = p, fp
+    return classes
