@@ -305,9 +305,14 @@ def compute_order(m: Matching) -> Order:
 
     def blocker(r: int) -> tuple[int, bool] | None:
         """First unprocessed send that receive ``r`` waits for, and whether it is uncertain."""
-        for s in certain_sends(r):
+        s = src1[r]
+        if s >= 0:
             if not done[s]:
                 return s, False
+        else:
+            for s in multi.get(r, ()):
+                if not done[s]:
+                    return s, False
         h = hub_of.get(r)
         if h is not None and h not in hub_vec:
             for s in m.hubs[h][0]:
@@ -439,11 +444,14 @@ def compute_order(m: Matching) -> Order:
             pr, ps = proc_of[r], proc_of[s]
             if not certain.happens_before(pr, clk[r], ps, clk[s]):
                 extra.append((s, r))
-                if ps != pr:
-                    rs = recv_from[pr][ps]
-                    if r not in rs:
-                        rs.append(r)
-                        rs.sort()
+        widened: set[tuple[int, int]] = set()  # reachability follows extra edges too
+        for s, r in extra:
+            pr, ps = proc_of[r], proc_of[s]
+            if ps != pr:
+                recv_from[pr][ps].append(r)
+                widened.add((pr, ps))
+        for pr, ps in widened:
+            recv_from[pr][ps] = sorted(set(recv_from[pr][ps]))
         stepped_back += len(dropped) - len(extra)
         if extra:
             notes.append(f"{len(extra)} uncertain candidate sends could not be placed in one "
