@@ -375,7 +375,10 @@ class Collector:
         reports a closed connection only after it has read all of it, and
         the loop stores what was read before it counts the connection
         closed. Otherwise (CURVE runs, or no sync within a second) the old
-        rule holds: ``SETTLE_S`` of silence.
+        rule holds: ``SETTLE_S`` of silence. A process still running that has
+        not connected yet (it started just as the command ended and outlives
+        it) is not waited for, as it was not before unless its first batch
+        came within ``SETTLE_S``.
         """
         began = time.monotonic()
         deadline = began + timeout

@@ -127,6 +127,9 @@ def test_drain_counts_the_connections_still_open(tmp_path: Path) -> None:
     sock.connect(endpoint)
     sock.send_multipart(batch(f"{os.uname().nodename}:{os.getpid()}:1", 0, final=True))
     try:
+        deadline = time.monotonic() + 10
+        while not collector.stats.batches and time.monotonic() < deadline:
+            time.sleep(0.01)  # connected: what drain must count
         collector.drain(10.0)
         assert collector._settled[1] == 2  # the writer and drain's own sync socket
         sock.close(linger=1000)
