@@ -34,7 +34,7 @@ from typing import Any
 
 import msgpack
 
-from distea.traceformat import PROCS_DIR, RUN_META
+from distea.rundir import PROCS_DIR, RUN_META
 from distea.wire import FORMAT_VERSION, Tag, process_file_name
 
 STANDARD = [

@@ -24,7 +24,7 @@ from typing import TYPE_CHECKING, Any, BinaryIO
 import msgpack
 import zmq
 
-from distea.launcher import PROCS_DIR  # not traceformat's: distea run starts without the reader
+from distea.rundir import PROCS_DIR
 from distea.wire import (
     FORMAT_VERSION,
     LOST_DIR,

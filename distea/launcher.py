@@ -36,8 +36,14 @@ from collections.abc import Callable
 from pathlib import Path
 from types import FrameType
 
+from distea.rundir import (
+    DEFAULT_RUNS_DIR,
+    create_run_dir,
+    new_run_id,
+    write_run_meta,
+)
 from distea.tracer.config import CONFIG_ENV, PARENT_TOKEN_ENV, START_METHOD_ENV, TracerConfig
-from distea.wire import FORMAT_VERSION, LOST_DIR, UNTRACED_DIR, WIRE_CLIENT
+from distea.wire import LOST_DIR, UNTRACED_DIR, WIRE_CLIENT
 
 TYPE_CHECKING = False  # not typing's: nothing before the command needs typing (10 ms)
 
@@ -59,35 +65,6 @@ LISTEN_BACKLOG = 1024
 CLIENT_LINGER_MS = 5000
 
 
-# -- the run directory -----------------------------------------------------------
-# The writing side of distea.traceformat's run directory (same layout, same
-# run.json), here so that ``distea run`` starts without importing the trace
-# reader and its model (several milliseconds before the command can start).
-
-RUN_META = "run.json"
-PROCS_DIR = "procs"
-DEFAULT_RUNS_DIR = Path(".distea") / "runs"
-"""As :data:`distea.traceformat.DEFAULT_RUNS_DIR`, where ``latest_run`` looks."""
-
-
-def new_run_id() -> str:
-    """A sortable, unique-enough id: time first so ``ls`` lists runs in order."""
-    return time.strftime("%Y%m%d-%H%M%S") + f"-{os.getpid() % 100000:05d}"
-
-
-def create_run_dir(path: Path) -> Path:
-    """Make a fresh run directory, private to this user (it holds the ipc socket)."""
-    path.mkdir(parents=True, exist_ok=False, mode=0o700)
-    os.chmod(path, 0o700)
-    (path / PROCS_DIR).mkdir(mode=0o700)
-    return path
-
-
-def write_run_meta(path: Path, meta: dict[str, Any]) -> None:
-    """Write run.json atomically so a reader never sees half of it."""
-    tmp = path / (RUN_META + ".tmp")
-    tmp.write_text(json.dumps({"format": FORMAT_VERSION, **meta}, indent=2, sort_keys=True))
-    tmp.replace(path / RUN_META)
 
 
 class LaunchError(Exception):

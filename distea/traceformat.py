@@ -54,7 +54,6 @@ from __future__ import annotations
 import gc
 import json
 import os
-import time
 from collections.abc import Iterator
 from operator import attrgetter
 from pathlib import Path
@@ -72,6 +71,11 @@ from distea.model import (
     RunData,
     UntracedChild,
 )
+from distea.rundir import (
+    DEFAULT_RUNS_DIR,
+    PROCS_DIR,
+    RUN_META,
+)
 from distea.wire import (
     FORMAT_VERSION,
     LOST_DIR,
@@ -80,33 +84,9 @@ from distea.wire import (
     Tag,
 )
 
-RUN_META = "run.json"
-PROCS_DIR = "procs"
-DEFAULT_RUNS_DIR = Path(".distea") / "runs"
-
 
 class TraceFormatError(Exception):
     """A run directory or trace that distea cannot read; the message says why."""
-
-
-def new_run_id() -> str:
-    """A sortable, unique-enough id: time first so ``ls`` lists runs in order."""
-    return time.strftime("%Y%m%d-%H%M%S") + f"-{os.getpid() % 100000:05d}"
-
-
-def create_run_dir(path: Path) -> Path:
-    """Make a fresh run directory, private to this user (it holds the ipc socket)."""
-    path.mkdir(parents=True, exist_ok=False, mode=0o700)
-    os.chmod(path, 0o700)
-    (path / PROCS_DIR).mkdir(mode=0o700)
-    return path
-
-
-def write_run_meta(path: Path, meta: dict[str, Any]) -> None:
-    """Write run.json atomically so a reader never sees half of it."""
-    tmp = path / (RUN_META + ".tmp")
-    tmp.write_text(json.dumps({"format": FORMAT_VERSION, **meta}, indent=2, sort_keys=True))
-    tmp.replace(path / RUN_META)
 
 
 def read_run_meta(path: Path) -> dict[str, Any]:

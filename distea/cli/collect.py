@@ -29,7 +29,8 @@ from rich.console import Console
 
 from distea.collector import Collector, CurveKeys
 from distea.launcher import LaunchError, make_run_dir
-from distea.traceformat import TraceFormatError, load_run, write_run_meta
+from distea.rundir import write_run_meta
+from distea.traceformat import TraceFormatError, load_run
 
 KEY_FILE_NAME = "client.key"
 

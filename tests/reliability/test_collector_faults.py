@@ -12,7 +12,8 @@ import time
 from pathlib import Path
 
 from distea.launcher import tracer_environment
-from distea.traceformat import create_run_dir, load_run, write_run_meta
+from distea.rundir import create_run_dir, write_run_meta
+from distea.traceformat import load_run
 from distea.tracer.config import TracerConfig
 from tests.reliability.helpers import (
     BURST,

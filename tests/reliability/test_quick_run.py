@@ -17,7 +17,8 @@ import zmq
 from distea.cli.run import run
 from distea.cli.running import parse_run_args
 from distea.collector import Collector
-from distea.launcher import create_run_dir, ipc_endpoint, write_run_meta
+from distea.launcher import ipc_endpoint
+from distea.rundir import create_run_dir, write_run_meta
 from distea.wire import FORMAT_VERSION, WIRE_MAGIC
 
 PARSED = [
