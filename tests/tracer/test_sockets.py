@@ -174,3 +174,44 @@ def test_ssl_plaintext_offsets(program, tmp_path: Path) -> None:
     assert {(k[1], e.start, e.end) for k, v in found.items() for e in v} == {
         ("send", 0, 6), ("recv", 0, 6)}
     assert len(found) == 4
+
+
+ID_REUSE = """
+import gc, socket
+
+def exchange(listener, payload):
+    with socket.create_connection(listener.getsockname()) as sock:
+        conn, _ = listener.accept()
+        with conn:
+            sock.sendall(payload)
+            received = conn.recv(100)
+        return id(sock), received
+
+listener = socket.socket()
+listener.bind(("127.0.0.1", 0))
+listener.listen()
+seen, reused = set(), 0
+for round in range(200):
+    ident, received = exchange(listener, b"x" * (round % 7 + 1))
+    gc.collect()
+    reused += ident in seen
+    seen.add(ident)
+print(reused > 0)
+"""
+
+
+def test_a_socket_whose_id_is_reused_gets_its_own_channel(program, tmp_path: Path) -> None:
+    """CPython hands a freed socket's id to the next one: the channel table must
+    forget the dead socket first, or the new connection would inherit its name
+    and byte offsets."""
+    script = program("reuse.py", ID_REUSE)
+    traced = run_traced([sys.executable, script.name], script.parent, tmp_path / "run")
+    assert traced.result.stdout == "True\n", traced.result.stderr  # ids were reused
+    found = streams(traced.data, "tcp")
+    sends = {k[0]: v for k, v in found.items() if k[1] == "send"}
+    recvs = {k[0]: v for k, v in found.items() if k[1] == "recv"}
+    assert len(sends) == len(recvs) == 200  # one channel per connection
+    for channel, events in sends.items():
+        size = events[0].end
+        assert [(e.start, e.end) for e in events] == [(0, size)]
+        assert [(e.start, e.end) for e in recvs[channel]] == [(0, size)]

@@ -35,6 +35,8 @@ from distea.tracer.session import TracerSession
 STREAM_SENDS = ("send", "sendall", "sendmsg")
 STREAM_RECVS = ("recv", "recv_into", "recvmsg", "recvmsg_into")
 PEERCRED = struct.Struct("3i")
+UNKNOWN: Any = object()
+"""A socket not met yet (``None`` in the table means: met, and not a stream we follow)."""
 
 
 class _Stream:
@@ -96,10 +98,12 @@ class SocketChannel:
         self.patches = Patches()
         self.datagrams: Any = None
         """Set by the datagram channel: told of ``send``/``recv`` calls on non-streams."""
-        self.streams: dict[int, tuple[weakref.ref[socket.socket], _Stream | None]] = {}
-        """By ``id(sock)``, with a weak reference that proves the id still means that
-        socket (and drops the entry when it dies): a plain dict lookup is several
-        times cheaper per message than a WeakKeyDictionary."""
+        self.streams: dict[int, _Stream | None] = {}
+        """By ``id(sock)``; None: a socket that is not a stream we follow. A plain dict
+        lookup by id is several times cheaper per message than a WeakKeyDictionary;
+        the weak reference kept in ``_watch`` drops the entry while the socket is
+        being freed, before CPython can give its id to another object."""
+        self._watch: dict[int, weakref.ref[socket.socket]] = {}
 
     def install(self, session: TracerSession) -> None:
         self.session = session
@@ -118,11 +122,17 @@ class SocketChannel:
         self.patches.restore()
 
     def _new_stream(self, sock: socket.socket, kind: str) -> _Stream | None:
-        """Describe a socket seen for the first time (or whose id was reused) and keep it."""
+        """Describe a socket seen for the first time and keep it until it is freed."""
         key = id(sock)
         stream = describe(sock, kind)
-        streams = self.streams
-        streams[key] = (weakref.ref(sock, lambda _: streams.pop(key, None)), stream)
+        streams, watch = self.streams, self._watch
+
+        def forget(_: object) -> None:
+            streams.pop(key, None)
+            watch.pop(key, None)
+
+        watch[key] = weakref.ref(sock, forget)
+        streams[key] = stream
         return stream
 
     # The wrappers below run at every send and receive. They keep what they need
@@ -146,9 +156,9 @@ class SocketChannel:
             taken = stamp()
             result = original(sock, data, *args, **kwargs)
             try:
-                entry = streams_get(id(sock))
-                stream = (entry[1] if entry is not None and entry[0]() is sock
-                          else new_stream(sock, kind))
+                stream = streams_get(id(sock), UNKNOWN)
+                if stream is UNKNOWN:
+                    stream = new_stream(sock, kind)
                 if stream is not None:
                     sent = counted(data, result)
                     if sent:
@@ -187,9 +197,9 @@ class SocketChannel:
                 before_blocking(_ready_soon, sock, name, args, kwargs)
             result = original(sock, *args, **kwargs)
             try:
-                entry = streams_get(id(sock))
-                stream = (entry[1] if entry is not None and entry[0]() is sock
-                          else new_stream(sock, kind))
+                stream = streams_get(id(sock), UNKNOWN)
+                if stream is UNKNOWN:
+                    stream = new_stream(sock, kind)
                 if stream is not None:
                     received = len(result) if plain_recv else counted(result)
                     if received:
