@@ -143,6 +143,7 @@ class Monitor:
         """Compact mode: states with a location disabled since the last epoch (emptied in place)."""
         self.tool: int | None = None
         self._next_mid = 0
+        self.method_of_caller = self._caller_method_finder()
 
     # -- lifecycle ---------------------------------------------------------
 
@@ -411,23 +412,37 @@ class Monitor:
 
     # -- queries used by the session -------------------------------------------
 
-    def method_on_stack(self, frame: FrameType | None) -> int:
-        """The id of the innermost in-scope method from ``frame`` outwards, or -1.
+    def _caller_method_finder(self) -> Callable[[int], int]:
+        """``method_of_caller(depth)``: the id of the innermost in-scope method
+        ``depth`` frames above its caller or further out, or -1.
 
-        Called at every send and receive (usually two frames deep: the
-        channel's wrapper, then the user's code).
+        Called at every send and receive, from the session's recorders (the
+        frames in between are tracer code: the recorder, then a channel's
+        wrapper). ``sys._getframe(depth)`` goes straight to the frame wanted
+        without making frame objects for the ones it passes; a closure, so
+        that each call is one lookup of a local, not of a bound method.
         """
         # Any: states are narrowed by the type() check below
         states_get: Callable[[int], Any] = self.states.get
+        announce = self._announce
+        getframe = sys._getframe
         code_state = CodeState
-        while frame is not None:
-            state = states_get(id(frame.f_code))
-            if type(state) is code_state:
-                if not state.announced:
-                    self._announce(state)
-                return state.mid
-            frame = frame.f_back
-        return -1
+
+        def method_of_caller(depth: int) -> int:
+            try:
+                frame: FrameType | None = getframe(depth + 1)
+            except ValueError:  # a shallower stack (an atexit handler, a thread's bottom)
+                return -1
+            while frame is not None:
+                state = states_get(id(frame.f_code))
+                if type(state) is code_state:
+                    if not state.announced:
+                        announce(state)
+                    return state.mid
+                frame = frame.f_back
+            return -1
+
+        return method_of_caller
 
     def mark_stacks_executing(self) -> None:
         """Every in-scope frame on any thread's stack is executing now (used at exit)."""

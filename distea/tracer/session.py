@@ -153,7 +153,7 @@ class TracerSession:
         be due); events before it only append their record. A one-item list: the
         recorders read it through their closure."""
         self._records = self.emitter.pending
-        self._method_on_stack = self.monitor.method_on_stack
+        self._method_of_caller = self.monitor.method_of_caller
         self._ready_seen = 0.0
         self.blocking_check_at = 0.0
         """Before this ``time.monotonic()``, :meth:`before_blocking` has surely nothing to
@@ -359,7 +359,7 @@ class TracerSession:
         """
         clock = self.clock
         value = clock.value = clock.value + 1
-        return value, self._method_on_stack(sys._getframe(1).f_back)
+        return value, self._method_of_caller(2)
 
     def _message_recorders(self) -> tuple[SendRecorder, RecvRecorder]:
         """``send`` and ``recv``: what channels call at every message.
@@ -368,19 +368,17 @@ class TracerSession:
         records list, the monitor), which all live as long as the session and
         are reset in place after ``fork``: each message then costs one tuple,
         one clock read and the method lookup, with no attribute chains. The
-        method lookup starts at the caller's caller (``f_back``: None, not an
-        error, at the bottom of a stack, as in an atexit handler): the caller
-        is always tracer code (a channel's wrapper or helper). The
+        method lookup starts at the caller's caller: the caller is always
+        tracer code (a channel's wrapper or helper). The
         re-arming of the epoch a receive opens is only called when something
         was disabled since the last one.
         """
         clock = self.clock
         records = self.emitter.pending
         append = records.append
-        method_on_stack = self._method_on_stack
+        method_of_caller = self._method_of_caller
         monitor = self.monitor
         to_rearm = monitor.to_rearm
-        getframe = sys._getframe
         due = self._due
 
         def send(kind: str, channel: str, start: int, end: int,
@@ -388,7 +386,7 @@ class TracerSession:
                  stamp: tuple[int, int] | None = None) -> None:
             if stamp is None:
                 value = clock.value = clock.value + 1
-                mid = method_on_stack(getframe(1).f_back)
+                mid = method_of_caller(2)
             else:
                 value, mid = stamp
             append((SEND, value, kind, channel, start, end, mid, get_ident(), meta))
@@ -398,7 +396,7 @@ class TracerSession:
         def recv(kind: str, channel: str, start: int, end: int,
                  meta: dict[str, Any] | None = None) -> None:
             value = clock.value = clock.value + 1
-            append((RECV, value, kind, channel, start, end, method_on_stack(getframe(1).f_back),
+            append((RECV, value, kind, channel, start, end, method_of_caller(2),
                     get_ident(), meta))
             clock.epoch = value
             if to_rearm:
