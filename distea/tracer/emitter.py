@@ -3,33 +3,35 @@
 Invariants:
 - the traced program never waits on the collector: sends are non-blocking
   and a full queue drops the batch, counting every record lost;
-- memory is bounded: at most ``MAX_PENDING`` records wait here, plus
-  ZeroMQ's high-water mark of batches in flight; while ZeroMQ's queue is
-  full, records wait here and leave in bigger batches; past the bound, when
-  the collector is slow or gone, they are dropped and counted (``dropped``);
+- memory is bounded: at most ``MAX_PENDING`` records wait here, plus the
+  transport's queue of batches in flight (a byte bound, or ZeroMQ's
+  high-water mark); while that queue is full, records wait here and leave
+  in bigger batches; past the bound, when the collector is slow or gone,
+  they are dropped and counted (``dropped``);
 - exit is bounded: closing waits at most the linger time for queued batches
   to leave, and much less once the collector has been seen stalling; when
   the wait runs out, ``undelivered`` says so, so that the session can leave
   a note beside the run (``lost/``) that the user will see;
-- no ZeroMQ context lives across ``fork``: it is closed just before (so the
-  program's fork sees no extra threads and Python warns of none) and opened
-  again after, in the parent and in the child; the child forgets the
+- ``fork`` is safe: a transport with threads (pyzmq's) is closed just
+  before it, so the program's fork sees no extra threads, and opened again
+  after; the thread-free one (ZMTP over a Unix socket) stays open in the
+  parent and is abandoned, untouched, in the child; the child forgets the
   parent's pending records, which the parent sends itself;
-- only one thread talks to the socket at a time (ZeroMQ sockets are not
+- only one thread talks to the transport at a time (neither is
   thread-safe); a thread that finds it busy leaves its records queued.
 """
 
 from __future__ import annotations
 
-import signal
 import threading
 import time
 from collections import deque
-from typing import Any
+from collections.abc import Sequence
+from typing import Any, Protocol
 
 import msgpack
-import zmq
 
+from distea.tracer.zmtp import ZmtpPush
 from distea.wire import FORMAT_VERSION, WIRE_MAGIC
 
 BATCH_SIZE = 2048
@@ -39,13 +41,50 @@ IDLE_FLUSH_INTERVAL_S = 0.01
 HIGH_WATER_MARK = 128
 FORK_LINGER_MS = 500
 STALLED_LINGER_MS = 200
-MAX_PENDING = 4 * BATCH_SIZE
-"""Records kept in this process while ZeroMQ's queue is full, before they are dropped."""
 """Linger at exit once a send has found the queue full: the collector is likely gone."""
+MAX_PENDING = 4 * BATCH_SIZE
+"""Records kept in this process while the transport's queue is full, before they are dropped."""
+MAX_QUEUED_BYTES = 8 << 20
+"""The local transport's queue bound: about what ZeroMQ's high-water mark of
+``HIGH_WATER_MARK`` full batches holds."""
 
 
 Record = list[Any] | tuple[Any, ...]
 """One trace record: ``[Tag, ...]`` (see docs/trace-format.md)."""
+
+
+class Transport(Protocol):
+    """A PUSH connection to the collector: :class:`~distea.tracer.zmtp.ZmtpPush`
+    (local runs) or :class:`~distea.tracer.zmqpush.PyzmqPush` (CURVE over tcp)."""
+
+    closes_at_fork: bool
+    """Whether it must be closed before ``fork`` (it has threads)."""
+
+    def has_room(self) -> bool:
+        """Whether a batch can be queued now without waiting."""
+        ...
+
+    def send(self, frames: Sequence[bytes | memoryview], timeout_ms: int | None) -> bool:
+        """Queue one message: without ``timeout_ms`` only if there is room; False if not queued."""
+        ...
+
+    def close(self, linger_ms: int) -> bool:
+        """Let the queue leave for at most ``linger_ms``; False if it may not all have."""
+        ...
+
+    def abandon(self) -> None:
+        """In a forked child: let go of the parent's connection without using it."""
+        ...
+
+
+def open_transport(endpoint: str, curve: tuple[str, str, str] | None,
+                   linger_ms: int) -> Transport:
+    """The plain-Python transport for a local ``ipc://`` collector, else pyzmq's."""
+    if curve is None and endpoint.startswith("ipc://"):
+        return ZmtpPush(endpoint[len("ipc://"):], MAX_QUEUED_BYTES)
+    from distea.tracer.zmqpush import PyzmqPush  # pyzmq is imported only for these runs
+
+    return PyzmqPush(endpoint, curve, HIGH_WATER_MARK, linger_ms)
 
 
 def array_header_size(length: int) -> int:
@@ -66,21 +105,21 @@ class Emitter:
         self.curve = curve
         self.linger_ms = linger_ms
         self.pending: list[Record] = []
-        """Records not yet handed to ZeroMQ. Always this one list (cleared, never
+        """Records not yet handed to the transport. Always this one list (cleared, never
         replaced), so that callers on the hot path may keep its ``append``."""
         self.dropped = 0
         """Records given up on: batches refused by a full queue, or built with no socket."""
         self.sent_batches = 0
         self.flush_at = BATCH_SIZE
-        """``add`` flushes at this many pending records (more while ZeroMQ's queue is full)."""
+        """``add`` flushes at this many pending records (more while the queue is full)."""
         self.deferred = 0
-        """Flushes that found ZeroMQ's queue full and kept their records for the next one."""
+        """Flushes that found the transport's queue full and kept their records for the next one."""
         self.stalled = False
         """Records were dropped: the collector is slow, stuck or gone."""
         self.undelivered: tuple[int, int] | None = None
         """Set by close() when the linger ran out: (batches, records) possibly never sent."""
         self._recent: deque[int] = deque(maxlen=HIGH_WATER_MARK)
-        """Record counts of the latest batches handed to ZeroMQ (what could still be queued)."""
+        """Record counts of the latest batches handed over (what could still be queued)."""
         self._seq = 0
         self._last_flush = time.monotonic()
         self._lock = threading.Lock()
@@ -88,37 +127,7 @@ class Emitter:
         self._suspended = False
         self._held_for_fork = False
         self._closed = False
-        self._context: zmq.Context[Any] | None = None
-        self._socket: zmq.Socket[Any] | None = None
-
-    def _connect(self) -> None:
-        """Open the context and socket with every signal blocked in this thread.
-
-        ZeroMQ starts its I/O and reaper threads when the first socket is
-        made, and threads inherit the creating thread's signal mask. With all
-        signals blocked there, a signal meant for the program is never taken
-        by one of our threads (a program that blocks SIGINT and waits for it
-        with ``sigwait`` would otherwise get a KeyboardInterrupt).
-        """
-        previous = signal.pthread_sigmask(signal.SIG_BLOCK, signal.valid_signals())
-        try:
-            self._open_socket()
-        finally:
-            signal.pthread_sigmask(signal.SIG_SETMASK, previous)
-
-    def _open_socket(self) -> None:
-        context: zmq.Context[Any] = zmq.Context(io_threads=1)
-        sock = context.socket(zmq.PUSH)
-        sock.setsockopt(zmq.SNDHWM, HIGH_WATER_MARK)
-        sock.setsockopt(zmq.LINGER, self.linger_ms)
-        sock.setsockopt(zmq.IMMEDIATE, 0)
-        if self.curve is not None:
-            server_key, public_key, secret_key = self.curve
-            sock.curve_serverkey = server_key.encode()
-            sock.curve_publickey = public_key.encode()
-            sock.curve_secretkey = secret_key.encode()
-        sock.connect(self.endpoint)
-        self._context, self._socket = context, sock
+        self._transport: Transport | None = None
 
     def add(self, record: Record) -> None:
         """Queue one record; send a batch when enough has gathered."""
@@ -163,49 +172,37 @@ class Emitter:
             self._lock.release()
 
     def _send(self, records: list[Any], final: bool) -> None:
-        """Hand one batch to ZeroMQ; called with the lock held.
+        """Hand one batch to the transport; called with the lock held.
 
-        When ZeroMQ's queue is full (the collector is behind), the records
-        are kept for the next flush, which sends them in a bigger batch: a
-        burst of small flushes turns into fewer, larger batches instead of
-        losses. Only past ``MAX_PENDING`` records are they dropped (and
-        counted). The final batch may wait for room, up to the linger time.
+        When the transport's queue is full (the collector is behind), the
+        records are kept for the next flush, which sends them in a bigger
+        batch: a burst of small flushes turns into fewer, larger batches
+        instead of losses. Only past ``MAX_PENDING`` records are they dropped
+        (and counted). The final batch may wait for room, up to the linger time.
         """
-        if self._socket is None and not self._closed:
-            self._connect()
-        sock = self._socket
-        if sock is None:
+        if self._transport is None and not self._closed:
+            self._transport = open_transport(self.endpoint, self.curve, self.linger_ms)
+        transport = self._transport
+        if transport is None:
             self.dropped += len(records)
             return
-        if not final and not int(sock.getsockopt(zmq.EVENTS)) & zmq.POLLOUT:
+        if not final and not transport.has_room():
             self._back_off(records)
             return
         # One C call packs the whole batch as an array; the collector wants the
         # records back to back, so the array's own header is cut off.
         payload = memoryview(self._packer.pack(records))[array_header_size(len(records)):]
         header = msgpack.packb([FORMAT_VERSION, self.key, self._seq, final])
-        frames = [WIRE_MAGIC, header, payload]
-        try:
-            # copy=True: a zero-copy send of a large frame starts pyzmq's garbage
-            # collector *thread*, which the program would see in threading.enumerate().
-            if final:
-                sock.setsockopt(zmq.SNDTIMEO, STALLED_LINGER_MS if self.stalled
-                                else self.linger_ms)
-                sock.send_multipart(frames, copy=True)
-            else:
-                sock.send_multipart(frames, flags=zmq.NOBLOCK, copy=True)
-        except zmq.Again:
-            if final:
-                self._drop(records)
-            else:
-                self._back_off(records)
-                return
-        except zmq.ZMQError:
-            self._drop(records)
-        else:
+        timeout_ms = (STALLED_LINGER_MS if self.stalled else self.linger_ms) if final else None
+        if transport.send([WIRE_MAGIC, header, payload], timeout_ms):
             self.sent_batches += 1
             self._recent.append(len(records))
             self.flush_at = BATCH_SIZE
+        elif final:
+            self._drop(records)
+        else:
+            self._back_off(records)
+            return
         self._seq += 1
 
     def _back_off(self, records: list[Any]) -> None:
@@ -228,35 +225,30 @@ class Emitter:
         self._disconnect(linger_ms)
 
     def _disconnect(self, linger_ms: int | None) -> None:
-        """Close the socket, waiting at most the linger time for queued batches.
+        """Close the transport, waiting at most the linger time for queued batches.
 
-        ``Context.term()`` returns as soon as every queued message has left or
-        the linger has run out; returning at the deadline means something was
-        still queued, and is recorded in ``undelivered`` (an upper bound).
+        When the wait runs out, what may still have been queued is recorded
+        in ``undelivered`` (an upper bound: the latest batches handed over).
         """
-        if self._socket is not None and self._context is not None:
-            linger = self.linger_ms if linger_ms is None else linger_ms
-            if self.undelivered is not None:
-                linger = 0  # a linger already ran out: the collector is gone
-            elif self.stalled:
-                linger = min(linger, STALLED_LINGER_MS)
-            started = time.monotonic()
-            self._socket.close(linger=linger)
-            self._context.term()
-            waited_ms = (time.monotonic() - started) * 1000
-            ran_out = waited_ms >= linger * 0.95 if linger > 0 else self.undelivered is not None
-            if ran_out and self._recent:
-                batches, records = self.undelivered or (0, 0)
-                self.undelivered = (batches + len(self._recent), records + sum(self._recent))
-            self._recent.clear()
-        self._socket = self._context = None
+        transport, self._transport = self._transport, None
+        if transport is None:
+            return
+        linger = self.linger_ms if linger_ms is None else linger_ms
+        if self.undelivered is not None:
+            linger = 0  # a linger already ran out: the collector is gone
+        elif self.stalled:
+            linger = min(linger, STALLED_LINGER_MS)
+        if not transport.close(linger) and self._recent:
+            batches, records = self.undelivered or (0, 0)
+            self.undelivered = (batches + len(self._recent), records + sum(self._recent))
+        self._recent.clear()
 
     def suspend(self) -> None:
-        """Before fork: send what is pending and close the context (its threads end).
+        """Before fork: send what is pending, and close a transport that has threads.
 
-        The socket lock is taken here and held across the fork: no other
-        thread may be inside ``_send`` (or open a new context) while the
-        socket closes and the process forks. ``resume`` (parent) releases it;
+        The lock is taken here and held across the fork: no other thread may
+        be inside ``_send`` (or open a new transport) while the transport
+        closes and the process forks. ``resume`` (parent) releases it;
         the child makes a new lock.
         """
         held = self._lock.acquire(timeout=self.linger_ms / 1000)
@@ -268,7 +260,7 @@ class Emitter:
                 self._send(records, False)
             elif records:
                 self.pending[:0] = records
-            if held:
+            if held and self._transport is not None and self._transport.closes_at_fork:
                 self._disconnect(min(self.linger_ms, FORK_LINGER_MS))
         except Exception:
             self.resume()
@@ -286,13 +278,13 @@ class Emitter:
             self._lock.release()
 
     def reset_after_fork(self, key: str) -> None:
-        """In a forked child: new identity, new socket, none of the parent's records."""
+        """In a forked child: new identity, new connection, none of the parent's records."""
         self._suspended = False
         self._held_for_fork = False
         self._lock = threading.Lock()
-        # A context that crossed the fork (only if suspend could not close it) is
-        # never touched again here: closing it could hang on the parent's threads.
-        self._socket = self._context = None
+        if self._transport is not None:
+            self._transport.abandon()
+            self._transport = None
         self.key = key
         self.pending.clear()
         self.dropped = 0

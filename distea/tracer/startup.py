@@ -25,9 +25,9 @@ CHANNEL_MODULES = (
     ("distea.tracer.channels.sockets", "SocketChannel"),
     ("distea.tracer.channels.datagrams", "DatagramChannel"),
     ("distea.tracer.channels.multiprocessing", "MultiprocessingChannel"),
-    ("distea.tracer.channels.zmq", "ZmqChannel"),
 )
 DEFERRED_CHANNELS = (
+    ("zmq", "distea.tracer.channels.zmq", "ZmqChannel"),
     ("torch.distributed", "distea.tracer.channels.torch_distributed",
      "TorchDistributedChannel"),
 )

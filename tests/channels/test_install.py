@@ -27,7 +27,7 @@ class StubSession:
         self.local = threading.local()
         self.errors = 0
         self.finished = False
-        self.emitter = types.SimpleNamespace(_socket=None)
+        self.emitter = types.SimpleNamespace(endpoint=None)
         self.blocking_check_at = 0.0
 
     def stamp(self) -> tuple[int, int]:

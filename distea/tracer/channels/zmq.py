@@ -174,9 +174,8 @@ class ZmqChannel:
                 session = channel.session
                 text = addr.decode() if isinstance(addr, bytes) else str(addr)
                 emitter = session.emitter if session is not None else None
-                # the emitter connects before it names its socket: know it by its endpoint
-                if emitter is not None and sock is not emitter._socket and (
-                        text != getattr(emitter, "endpoint", None)):
+                # the emitter's own socket (when it uses pyzmq) is known by its endpoint
+                if emitter is not None and text != emitter.endpoint:
                     if binding:
                         last = sock.get(zmq.LAST_ENDPOINT)
                         if last:
