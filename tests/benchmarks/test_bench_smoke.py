@@ -4,10 +4,12 @@ table and the result files are produced (no timing is asserted)."""
 from __future__ import annotations
 
 import json
+import subprocess
 from pathlib import Path
 
 import pytest
 
+from benchmarks import compare
 from benchmarks.__main__ import main
 from benchmarks.workloads import message_path
 
@@ -42,3 +44,17 @@ def test_message_path_measures_both_loops_traced_and_untraced(
     for row in rows[2:]:
         untraced, traced = (float(cell) for cell in row.split("|")[3:5])
         assert untraced > 0 and traced > 0
+
+
+def test_compare_runs_a_base_commit_beside_this_checkout(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    assert compare.main(["HEAD", "--only", "empty", "--rounds", "1"]) == 0
+    out = capsys.readouterr().out
+    (row,) = [line for line in out.splitlines() if line.startswith("| empty program")]
+    untraced, base, head, change = (cell.strip() for cell in row.split("|")[2:6])
+    assert float(untraced) > 0
+    assert base.endswith("x") and head.endswith("x") and float(change) > 0
+    listed = subprocess.run(["git", "worktree", "list"], capture_output=True, text=True,
+                            check=True, cwd=Path(compare.__file__).parent.parent).stdout
+    assert "distea-compare-" not in listed, "the base's worktree was left behind"
