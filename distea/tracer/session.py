@@ -411,27 +411,31 @@ class TracerSession:
 
         Pending records (and moved last clocks) leave first, so that a process
         killed while it waits has lost nothing it did. To keep request/reply
-        loops cheap, a flush less than ``IDLE_FLUSH_INTERVAL_S`` after the
-        previous one is skipped, unless ``ready(*ready_args)`` (when the
-        channel can tell; it may wait a few milliseconds to find out) says the
-        receive will really wait; ``ready`` itself is asked at most once a
-        millisecond while it keeps answering yes. So a process killed while it
-        waits has lost at most its last millisecond. ``ready`` is not guarded:
-        what a signal handler raises while it waits belongs to the program.
+        loops cheap, no flush is made for a receive that ``ready(*ready_args)``
+        (when the channel can tell; it may wait a few milliseconds to find
+        out) says will not really wait, however old the last flush: a busy
+        loop's records leave with the periodic flush (``FLUSH_INTERVAL_S``)
+        instead of one flush every ``IDLE_FLUSH_INTERVAL_S``, each of which
+        also wakes the collector. ``ready`` itself is asked at most once a
+        millisecond while it keeps answering yes, so a process killed while it
+        waits has lost at most its last millisecond. Without ``ready``, a
+        flush less than ``IDLE_FLUSH_INTERVAL_S`` after the previous one is
+        skipped. ``ready`` is not guarded: what a signal handler raises while
+        it waits belongs to the program.
         """
         if self.finished or not (self._records or self.monitor.dirty_states):
             return
         emitter = self.emitter
         now = monotonic()
-        if now - emitter.last_flush < IDLE_FLUSH_INTERVAL_S:
-            if not self._records or ready is None:
+        if ready is None or not self._records:
+            if now - emitter.last_flush < IDLE_FLUSH_INTERVAL_S:
                 return
+        else:
             if now - self._ready_seen < READY_CHECK_INTERVAL_S:
                 return  # a receive was found ready a moment ago: a busy loop
             if ready(*ready_args):
                 self._ready_seen = now
-                self.blocking_check_at = min(emitter.last_flush + IDLE_FLUSH_INTERVAL_S,
-                                             now + READY_CHECK_INTERVAL_S)
+                self.blocking_check_at = now + READY_CHECK_INTERVAL_S
                 return
         try:
             for record in self.monitor.drain_lasts():

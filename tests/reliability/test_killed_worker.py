@@ -99,3 +99,51 @@ def test_sigkilled_worker(program, tmp_path: Path) -> None:
     assert cli.returncode == 0, cli.stderr
     assert "Traceback" not in cli.stderr
     assert "problem" in (cli.stdout + cli.stderr)
+
+
+ZMQ_COORDINATOR = """
+import os, signal, subprocess, sys, time
+import zmq
+
+def serve():
+    context = zmq.Context()
+    rep = context.socket(zmq.REP)
+    port = rep.bind_to_random_port("tcp://127.0.0.1")
+    worker = subprocess.Popen([sys.executable, "zmq_worker.py", str(port)])
+    rep.recv()                     # the request arrives; no reply is ever sent
+    time.sleep(0.5)                # the worker waits in its receive all along
+    os.kill(worker.pid, signal.SIGKILL)
+    print("killed", worker.wait(), flush=True)
+    rep.close(linger=0)
+    context.term()
+
+serve()
+"""
+
+ZMQ_WORKER = """
+import sys
+import zmq
+
+def ask(port):
+    context = zmq.Context()
+    req = context.socket(zmq.REQ)
+    req.connect(f"tcp://127.0.0.1:{port}")
+    req.send(b"work please")
+    req.recv()                     # killed while it waits here
+
+ask(int(sys.argv[1]))
+"""
+
+
+def test_a_worker_killed_in_a_zmq_receive_has_sent_what_it_did(program, tmp_path: Path) -> None:
+    """The tracer flushes before a ZeroMQ receive that waits (here: forever)."""
+    script = program("zmq_coordinator.py", ZMQ_COORDINATOR)
+    program("zmq_worker.py", ZMQ_WORKER)
+    traced = run_traced([sys.executable, script.name], script.parent, tmp_path / "run")
+    assert traced.result.stdout == "killed -9\n", traced.result.stderr
+    data = traced.data
+    (worker,) = [p for p in data.processes.values() if "zmq_worker.py" in p.argv]
+    assert not worker.complete
+    assert "zmq_worker.ask" in data.executions[worker.key]
+    sends = [m for m in data.messages[worker.key] if m.kind == "zmq" and m.direction == "send"]
+    assert len(sends) == 1

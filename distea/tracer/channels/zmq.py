@@ -51,6 +51,7 @@ import zmq
 
 from distea.tracer.channels.datagrams import canonical_host
 from distea.tracer.channels.patching import Patches
+from distea.tracer.channels.sockets import WAIT_BEFORE_FLUSH_MS
 from distea.tracer.session import TracerSession
 
 KIND = "zmq"
@@ -60,6 +61,8 @@ FANOUT_TYPES = frozenset(t for t in (getattr(zmq, "PUB", None), getattr(zmq, "XP
 SNDMORE = int(zmq.SNDMORE)
 NOBLOCK = int(zmq.NOBLOCK)
 RCVMORE = int(zmq.RCVMORE)
+RCVTIMEO = int(zmq.RCVTIMEO)
+POLLIN = int(zmq.POLLIN)
 ROUTER = zmq.ROUTER
 
 
@@ -88,6 +91,20 @@ def normalise_endpoint(addr: str) -> str:
     if transport == "inproc":
         return f"{addr}@{os.getpid()}"
     return addr
+
+
+def _ready_soon(sock: Any) -> bool:
+    """Whether a message arrives within ``WAIT_BEFORE_FLUSH_MS`` (waits at most that,
+    and never longer than the socket's own ``RCVTIMEO``). A failing poll answers
+    False: the receive itself will report the problem."""
+    try:
+        timeout = int(sock.get(RCVTIMEO))
+        wait_ms = WAIT_BEFORE_FLUSH_MS if timeout < 0 else min(WAIT_BEFORE_FLUSH_MS, timeout)
+        if wait_ms <= 0:
+            return True
+        return bool(zmq.zmq_poll([(sock, POLLIN)], wait_ms))
+    except zmq.ZMQError:
+        return False
 
 
 def frame_fingerprint(frame: Any) -> int:
@@ -331,12 +348,15 @@ class ZmqChannel:
         self.patches.replace(cls, "recv_into", recv_into)
 
     def _before_blocking(self, session: TracerSession, sock: Any) -> None:
-        """A receive that may wait: let the records gathered so far leave first."""
+        """A receive that may wait: let the records gathered so far leave first,
+        unless a message comes within ``WAIT_BEFORE_FLUSH_MS`` (see ``_ready_soon``)."""
         try:
-            if sock.underlying in self.states:
-                session.before_blocking()
+            traced = sock.underlying in self.states
         except Exception:
             self._error()
+            return
+        if traced:
+            session.before_blocking(_ready_soon, sock)
 
     def _received(self, state: _SocketState, last_frame: Any) -> None:
         """Record a whole message received (``last_frame`` is its last frame)."""
