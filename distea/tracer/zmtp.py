@@ -50,8 +50,9 @@ HELLO = GREETING + command(b"READY", {b"Socket-Type": b"PUSH"})
 MORE, LONG = 0x01, 0x02
 RECONNECT_INTERVAL_S = 0.05
 """After the listener's backlog was full, try again no sooner than this."""
-HANDSHAKE_WAIT_S = 0.1
-"""How long a new connection waits for the collector's greeting (see ``_await_handshake``)."""
+HANDSHAKE_WAIT_S = 0.5
+"""How long a new connection waits for the collector's greeting (see ``_await_handshake``):
+well past what a collector on a loaded machine takes, short for one that is stuck."""
 MAX_IOV = 64
 """Buffers handed to one ``sendmsg`` call (far below any system's IOV_MAX)."""
 

@@ -17,7 +17,13 @@ import pytest
 import zmq
 
 from distea.launcher import listen
-from distea.tracer.zmtp import PeerRefused, ZmtpPush, command, parse_handshake
+from distea.tracer.zmtp import (
+    HANDSHAKE_WAIT_S,
+    PeerRefused,
+    ZmtpPush,
+    command,
+    parse_handshake,
+)
 from tests.tracing import run_traced
 
 LARGE = 1 << 20
@@ -47,9 +53,12 @@ def test_messages_arrive_whole_and_in_order(context, tmp_path: Path) -> None:
     push = ZmtpPush(str(tmp_path / "c.ipc"), LARGE)
     for i in range(500):
         assert push.send(message(i), None)
+    # close() writes what is still queued (on a busy machine the greeting may
+    # come after connect's short wait; nothing but the tracer's next flush or
+    # close moves the queue then)
+    assert push.close(5000)
     got = [receiver.recv_multipart() for _ in range(500)]
     assert got == [message(i) for i in range(500)]
-    assert push.close(1000)
 
 
 def test_what_is_queued_before_the_collector_takes_the_socket_is_delivered(
@@ -61,7 +70,7 @@ def test_what_is_queued_before_the_collector_takes_the_socket_is_delivered(
     started = time.monotonic()
     for i in range(50):
         assert push.send(message(i), None)  # queued: nobody has answered the greeting
-    assert time.monotonic() - started < 1  # one bounded wait for the greeting, at connect
+    assert time.monotonic() - started < HANDSHAKE_WAIT_S + 1  # one wait, at connect
     receiver = context.socket(zmq.PULL)
     receiver.setsockopt(zmq.USE_FD, fd)
     receiver.bind(f"ipc://{path}")
@@ -134,7 +143,8 @@ def test_a_peer_that_never_answers_costs_one_bounded_wait(tmp_path: Path) -> Non
         started = time.monotonic()
         for _ in range(100):
             push.send([b"x"], None)
-        assert time.monotonic() - started < 0.5
+        elapsed = time.monotonic() - started
+        assert HANDSHAKE_WAIT_S * 0.9 < elapsed < HANDSHAKE_WAIT_S + 1  # one wait, not 100
         assert not push.close(100)
     finally:
         os.close(fd)
