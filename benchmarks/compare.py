@@ -15,7 +15,6 @@ Prints wall-time ratios to the untraced median for both, and the change.
 from __future__ import annotations
 
 import argparse
-import compileall
 import os
 import statistics
 import subprocess
@@ -26,7 +25,7 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
-from benchmarks.__main__ import COMPILED_PACKAGES, REPO, RUN_TIMEOUT_S, compile_sources
+from benchmarks.__main__ import REPO, RUN_TIMEOUT_S, compile_sources
 from benchmarks.workloads.registry import WORKLOADS, Workload
 from benchmarks.workloads.tools import distea_command
 
@@ -113,9 +112,7 @@ def main(argv: list[str] | None = None) -> int:
         parser.error(f"no workload matches {args.only}")
     compile_sources()
     with worktree(args.revision) as base:
-        for package in COMPILED_PACKAGES:
-            if (base / package).is_dir():
-                compileall.compile_dir(base / package, quiet=1)
+        compile_sources(base)
         times = measure(workloads, base, args.rounds, args.quick)
     print(table(times, args.revision, args.rounds))
     return 0

@@ -154,7 +154,6 @@ class TracerSession:
         recorders read it through their closure."""
         self._records = self.emitter.pending
         self._method_of_caller = self.monitor.method_of_caller
-        self._ready_seen = 0.0
         self.blocking_check_at = 0.0
         """Before this ``time.monotonic()``, :meth:`before_blocking` has surely nothing to
         do: channels on a hot path may skip the call."""
@@ -431,10 +430,9 @@ class TracerSession:
             if now - emitter.last_flush < IDLE_FLUSH_INTERVAL_S:
                 return
         else:
-            if now - self._ready_seen < READY_CHECK_INTERVAL_S:
+            if now < self.blocking_check_at:
                 return  # a receive was found ready a moment ago: a busy loop
             if ready(*ready_args):
-                self._ready_seen = now
                 self.blocking_check_at = now + READY_CHECK_INTERVAL_S
                 return
         try:

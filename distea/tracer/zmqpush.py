@@ -27,8 +27,6 @@ class PyzmqPush:
 
     def __init__(self, endpoint: str, curve: tuple[str, str, str] | None, high_water_mark: int,
                  linger_ms: int) -> None:
-        self.endpoint = endpoint
-        self.failure: str | None = None
         previous = signal.pthread_sigmask(signal.SIG_BLOCK, signal.valid_signals())
         try:
             # libzmq starts its threads with the first socket, and threads

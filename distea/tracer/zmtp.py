@@ -51,7 +51,7 @@ MORE, LONG = 0x01, 0x02
 RECONNECT_INTERVAL_S = 0.05
 """After the listener's backlog was full, try again no sooner than this."""
 HANDSHAKE_WAIT_S = 0.5
-"""How long a new connection waits for the collector's greeting (see ``_await_handshake``):
+"""How long a new connection waits for the collector's greeting (see ``_pump``):
 well past what a collector on a loaded machine takes, short for one that is stuck."""
 MAX_IOV = 64
 """Buffers handed to one ``sendmsg`` call (far below any system's IOV_MAX)."""
@@ -157,7 +157,7 @@ class ZmtpPush:
     def close(self, linger_ms: int) -> bool:
         """Wait at most ``linger_ms`` for the queue to leave, then close; True if it did."""
         deadline = time.monotonic() + linger_ms / 1000
-        delivered = self._drain(deadline)
+        delivered = self._wait(deadline, written=True)
         if self._sock is not None:
             self._sock.close()
             self._sock = None
@@ -196,25 +196,6 @@ class ZmtpPush:
             self.failure = f"cannot connect to {self.path}: {exc.strerror or exc}"
             return
         self._sock = sock
-        self._await_handshake(sock, HANDSHAKE_WAIT_S)
-
-    def _await_handshake(self, sock: _socket.socket, timeout_s: float) -> None:
-        """Wait a little for the collector's answer, so the first batch leaves now.
-
-        The collector is normally up and answers within a millisecond; were
-        the first records left queued until the program's next flush, a
-        process killed early (or a collector killed early) would leave no trace
-        of it at all. A collector that does not answer in time costs each new
-        process this wait once, then the queue takes over.
-        """
-        deadline = time.monotonic() + timeout_s
-        poller = select.poll()
-        poller.register(sock, select.POLLIN)
-        while self._sock is sock and not self._peer_ready:
-            remaining = deadline - time.monotonic()
-            if remaining <= 0 or not poller.poll(max(1, int(remaining * 1000))):
-                return
-            self._read_handshake(sock)
 
     def _pump(self) -> None:
         """Move the connection on as far as it goes without waiting."""
@@ -224,6 +205,13 @@ class ZmtpPush:
             self._connect()
             if self._sock is None:
                 return
+            # Wait a little for the collector's answer, so that the first batch
+            # leaves now: the collector normally answers within a millisecond,
+            # and records left queued until the program's next flush would be
+            # lost with a process (or a collector) killed early. One that does
+            # not answer in time costs each new process this wait once.
+            self._wait(time.monotonic() + HANDSHAKE_WAIT_S, written=False)
+            return
         if not self._peer_ready:
             self._read_handshake(self._sock)
         if self._peer_ready and self._out:
@@ -267,13 +255,17 @@ class ZmtpPush:
                     out[0] = memoryview(head)[written:]
                     written = 0
 
-    def _drain(self, deadline: float) -> bool:
-        """Write the queue out, waiting on the socket until ``deadline``."""
+    def _wait(self, deadline: float, *, written: bool) -> bool:
+        """Move the connection on, waiting on the socket until ``deadline``, until
+        the collector's handshake is in and (with ``written``) the queue written out.
+
+        Whether it got there; after a failure, whether nothing was left queued.
+        """
         while True:
             self._pump()
             if self.failure is not None:
                 return not self._out
-            if self._peer_ready and not self._out:
+            if self._peer_ready and not (written and self._out):
                 return True
             remaining = deadline - time.monotonic()
             if remaining <= 0:
