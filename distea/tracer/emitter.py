@@ -26,13 +26,17 @@ from __future__ import annotations
 import threading
 import time
 from collections import deque
-from collections.abc import Sequence
-from typing import Any, Protocol
 
 import msgpack
 
 from distea.tracer.zmtp import ZmtpPush
 from distea.wire import FORMAT_VERSION, WIRE_MAGIC
+
+TYPE_CHECKING = False  # typing costs every traced process ~5 ms at start-up
+if TYPE_CHECKING:
+    from typing import Any
+
+    from distea.tracer.seams import Record, Transport
 
 BATCH_SIZE = 2048
 FLUSH_INTERVAL_S = 0.1
@@ -47,34 +51,6 @@ MAX_PENDING = 4 * BATCH_SIZE
 MAX_QUEUED_BYTES = 8 << 20
 """The local transport's queue bound: about what ZeroMQ's high-water mark of
 ``HIGH_WATER_MARK`` full batches holds."""
-
-
-Record = list[Any] | tuple[Any, ...]
-"""One trace record: ``[Tag, ...]`` (see docs/trace-format.md)."""
-
-
-class Transport(Protocol):
-    """A PUSH connection to the collector: :class:`~distea.tracer.zmtp.ZmtpPush`
-    (local runs) or :class:`~distea.tracer.zmqpush.PyzmqPush` (CURVE over tcp)."""
-
-    closes_at_fork: bool
-    """Whether it must be closed before ``fork`` (it has threads)."""
-
-    def has_room(self) -> bool:
-        """Whether a batch can be queued now without waiting."""
-        ...
-
-    def send(self, frames: Sequence[bytes | memoryview], timeout_ms: int | None) -> bool:
-        """Queue one message: without ``timeout_ms`` only if there is room; False if not queued."""
-        ...
-
-    def close(self, linger_ms: int) -> bool:
-        """Let the queue leave for at most ``linger_ms``; False if it may not all have."""
-        ...
-
-    def abandon(self) -> None:
-        """In a forked child: let go of the parent's connection without using it."""
-        ...
 
 
 def open_transport(endpoint: str, curve: tuple[str, str, str] | None,

@@ -20,7 +20,6 @@ import time
 from collections.abc import Callable
 from threading import get_ident
 from time import monotonic
-from typing import Any, Protocol
 
 from distea.tracer.clock import LogicalClock
 from distea.tracer.config import PARENT_TOKEN_ENV, START_METHOD_ENV, TracerConfig
@@ -28,6 +27,12 @@ from distea.tracer.emitter import BATCH_SIZE, FLUSH_INTERVAL_S, IDLE_FLUSH_INTER
 from distea.tracer.monitor import Monitor
 from distea.tracer.scope import Scope
 from distea.wire import FORMAT_VERSION, LOST_DIR, Tag, process_file_name
+
+TYPE_CHECKING = False  # typing costs every traced process ~5 ms at start-up
+if TYPE_CHECKING:
+    from typing import Any
+
+    from distea.tracer.seams import Channel, RecvRecorder, SendRecorder
 
 SEND, RECV = int(Tag.SEND), int(Tag.RECV)
 """Plain ints: packing an IntEnum member costs more than packing its value."""
@@ -46,29 +51,6 @@ RANK_VARIABLES = (
     ("PMI_RANK", "PMI_SIZE"),
     ("SLURM_PROCID", "SLURM_NTASKS"),
 )
-
-
-class SendRecorder(Protocol):
-    """``session.send(kind, channel, start, end, meta=None, stamp=None)``: a message left."""
-
-    def __call__(self, kind: str, channel: str, start: int, end: int,
-                 meta: dict[str, Any] | None = None,
-                 stamp: tuple[int, int] | None = None) -> None: ...
-
-
-class RecvRecorder(Protocol):
-    """``session.recv(kind, channel, start, end, meta=None)``: a message arrived."""
-
-    def __call__(self, kind: str, channel: str, start: int, end: int,
-                 meta: dict[str, Any] | None = None) -> None: ...
-
-
-class Channel(Protocol):
-    """One transport's interceptor: patches on install, restores on uninstall."""
-
-    def install(self, session: TracerSession) -> None: ...
-
-    def uninstall(self) -> None: ...
 
 
 def process_key(pid: int | None = None) -> str:

@@ -17,8 +17,12 @@ from types import FrameType
 
 from distea.tracer.channels.importhooks import IMPORT_HOOKS
 from distea.tracer.config import PARENT_TOKEN_ENV, TracerConfig
-from distea.tracer.session import FLUSHED_SIGNALS, Channel, TracerSession, current, set_current
+from distea.tracer.session import FLUSHED_SIGNALS, TracerSession, current, set_current
 from distea.wire import UNTRACED_DIR
+
+TYPE_CHECKING = False  # typing costs every traced process ~5 ms at start-up
+if TYPE_CHECKING:
+    from distea.tracer.seams import Channel
 
 CHANNEL_MODULES = (
     ("distea.tracer.channels.processes", "ProcessChannel"),

@@ -195,6 +195,22 @@ def test_exit_code_and_output_unchanged(program, tmp_path: Path) -> None:
     assert "fails.compute" in next(iter(traced.data.executions.values()))
 
 
+def test_the_tracer_starts_without_importing_typing(program, tmp_path: Path) -> None:
+    """typing costs a traced process ~5 ms at start-up; a program that does not
+    import it must not pay for it (the tracer's seams are for type checkers)."""
+    script = program("probe.py", """
+        import sys
+        def report():
+            print(sorted(m for m in ("typing", "distea.tracer.seams") if m in sys.modules))
+        report()
+    """)
+    untraced = run_untraced([sys.executable, script.name], script.parent)
+    traced = run_traced([sys.executable, script.name], script.parent, tmp_path / "run")
+    assert untraced.stdout == "[]\n", untraced.stderr
+    assert traced.result.stdout == "[]\n", traced.result.stderr
+    assert "probe.report" in next(iter(traced.data.executions.values()))
+
+
 def test_a_command_that_starts_no_traced_python_ends_promptly(tmp_path: Path) -> None:
     """Nothing ever connects to the collector: the run must not wait out its flush timeout."""
     result = subprocess.run(

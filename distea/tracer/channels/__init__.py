@@ -1,1 +1,1 @@
-"""One interceptor module per transport; each implements ``session.Channel``."""
+"""One interceptor module per transport; each implements ``distea.tracer.seams.Channel``."""

@@ -19,11 +19,14 @@ from __future__ import annotations
 import os
 import socket
 from collections.abc import Sequence
-from typing import Any
 
 from distea.tracer.channels.patching import Patches
 from distea.tracer.config import PARENT_TOKEN_ENV, START_METHOD_ENV
 from distea.tracer.session import TracerSession
+
+TYPE_CHECKING = False  # typing costs every traced process ~5 ms at start-up
+if TYPE_CHECKING:
+    from typing import Any
 
 UNTRACEABLE_FLAGS = {"-I": "isolated mode (-I)", "-S": "site disabled (-S)",
                      "-E": "environment ignored (-E)"}
