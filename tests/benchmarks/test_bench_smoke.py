@@ -46,6 +46,18 @@ def test_message_path_measures_both_loops_traced_and_untraced(
         assert untraced > 0 and traced > 0
 
 
+def test_message_parts_are_timed_inside_a_traced_process(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    message_path.main(["--parts", "--n", "300"])
+    rows = [line.split("|") for line in capsys.readouterr().out.splitlines()
+            if line.startswith("| ")][2:]
+    parts = {cells[1].strip(): float(cells[2]) for cells in rows}
+    assert len(parts) == 6 and all(value > 0 for value in parts.values()), parts
+    # the wrappers are in place: the traced calls cost more than the originals
+    assert parts["socket send + recv, as traced"] > parts["socket send + recv, original"]
+
+
 def test_compare_runs_a_base_commit_beside_this_checkout(
     capsys: pytest.CaptureFixture[str],
 ) -> None:
