@@ -43,9 +43,9 @@ Never traced: the tracer's own emitter socket, and monitor sockets
 from __future__ import annotations
 
 import os
-import zlib
 from time import monotonic
 from typing import Any
+from zlib import crc32
 
 import zmq
 
@@ -114,7 +114,19 @@ def frame_fingerprint(frame: Any) -> int:
         view = frame.buffer
     else:
         view = memoryview(frame).cast("B")
-    return (len(view) << 32) | zlib.crc32(view)
+    return (len(view) << 32) | crc32(view)
+
+
+def _next_received(state: _SocketState, fingerprint: int) -> tuple[str, int, int,
+                                                                  dict[str, Any]]:
+    """``session.recv``'s arguments after ``KIND`` for a whole message received
+    on a socket with channels (its last frame's ``fingerprint``)."""
+    meta: dict[str, Any] = {"fp": fingerprint}
+    if state.router:
+        meta["peer"], state.recv_peer = state.recv_peer, None
+    index = state.received
+    state.received = index + 1
+    return state.channels[1], index, index + 1, meta  # type: ignore[index]
 
 
 def _peer_id(frame: Any) -> str:
@@ -282,7 +294,9 @@ class ZmqChannel:
                 try:
                     channels = state.channels  # type: ignore[union-attr]
                     if channels is not None:
-                        meta: dict[str, Any] = {"fp": frame_fingerprint(data)}
+                        meta: dict[str, Any] = {"fp": (len(data) << 32) | crc32(data)
+                                                if type(data) is bytes
+                                                else frame_fingerprint(data)}
                         if state.fanout:  # type: ignore[union-attr]
                             meta["fanout"] = True
                         if state.router:  # type: ignore[union-attr]
@@ -301,6 +315,7 @@ class ZmqChannel:
         original = cls.recv  # type: ignore[attr-defined]
         channel = self
         states_get = self.states.get
+        get_option = cls.get  # type: ignore[attr-defined]
 
         def recv(sock: Any, flags: int = 0, *args: Any, **kwargs: Any) -> Any:
             session = channel.session
@@ -310,12 +325,17 @@ class ZmqChannel:
             frame = original(sock, flags, *args, **kwargs)
             try:
                 state = states_get(sock.underlying)
-                if state is not None:
-                    more = frame.more if type(frame) is not bytes else sock.get(RCVMORE)
-                    if not more:
-                        channel._received(state, frame)
-                    elif state.router and state.recv_peer is None:
-                        state.recv_peer = _peer_id(frame)
+                if state is not None and session is not None:
+                    copied = type(frame) is bytes
+                    if get_option(sock, RCVMORE) if copied else frame.more:
+                        if state.router and state.recv_peer is None:
+                            state.recv_peer = _peer_id(frame)
+                    elif state.channels is not None:
+                        fingerprint = ((len(frame) << 32) | crc32(frame) if copied
+                                       else frame_fingerprint(frame))
+                        # recorded here, not in a helper: the recorder finds the
+                        # program's frame right above this one
+                        session.recv(KIND, *_next_received(state, fingerprint))
             except Exception:
                 channel._error()
             return frame
@@ -337,9 +357,11 @@ class ZmqChannel:
             nbytes = original(sock, buffer, *args, **kwargs)
             try:
                 state = states_get(sock.underlying)
-                if state is not None and not sock.get(RCVMORE):
+                if (state is not None and session is not None and state.channels is not None
+                        and not sock.get(RCVMORE)):
                     view = memoryview(buffer).cast("B")
-                    channel._received(state, view[:min(nbytes, len(view))])
+                    fingerprint = frame_fingerprint(view[:min(nbytes, len(view))])
+                    session.recv(KIND, *_next_received(state, fingerprint))
             except Exception:
                 channel._error()
             return nbytes
@@ -357,16 +379,3 @@ class ZmqChannel:
             return
         if traced:
             session.before_blocking(_ready_soon, sock)
-
-    def _received(self, state: _SocketState, last_frame: Any) -> None:
-        """Record a whole message received (``last_frame`` is its last frame)."""
-        session = self.session
-        channels = state.channels
-        if session is None or channels is None:
-            return
-        meta: dict[str, Any] = {"fp": frame_fingerprint(last_frame)}
-        if state.router:
-            meta["peer"], state.recv_peer = state.recv_peer, None
-        index = state.received
-        state.received = index + 1
-        session.recv(KIND, channels[1], index, index + 1, meta)
