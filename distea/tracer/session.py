@@ -139,10 +139,17 @@ class TracerSession:
         self.blocking_check_at = 0.0
         """Before this ``time.monotonic()``, :meth:`before_blocking` has surely nothing to
         do: channels on a hot path may skip the call."""
+        self.stamp: Callable[[], tuple[int, int]]
+        """Clock and method for a send that is about to happen.
+
+        Channels take it *before* the bytes leave and pass it to ``send``
+        after: once the bytes are out, a reply can come back to another
+        thread of this process, and its receive must not get an earlier clock
+        than the send that caused it. Like the recorders, it looks for the
+        method from its caller's caller: its caller is a channel."""
         self.send: SendRecorder
         self.recv: RecvRecorder
-        self.send, self.recv = self._message_recorders()
-        """When a receive was last found to have its data at once (see before_blocking)."""
+        self.stamp, self.send, self.recv = self._message_recorders()
 
     # -- start and end ---------------------------------------------------------
 
@@ -329,21 +336,10 @@ class TracerSession:
         self.emitter.flush()
         return token
 
-    def stamp(self) -> tuple[int, int]:
-        """Clock and method for a send that is about to happen.
-
-        Channels take it *before* the bytes leave and pass it to ``send``
-        after: once the bytes are out, a reply can come back to another
-        thread of this process, and its receive must not get an earlier clock
-        than the send that caused it. Like the recorders, it looks for the
-        method from its caller's caller: its caller is a channel.
-        """
-        clock = self.clock
-        value = clock.value = clock.value + 1
-        return value, self._method_of_caller(2)
-
-    def _message_recorders(self) -> tuple[SendRecorder, RecvRecorder]:
-        """``send`` and ``recv``: what channels call at every message.
+    def _message_recorders(
+        self,
+    ) -> tuple[Callable[[], tuple[int, int]], SendRecorder, RecvRecorder]:
+        """``stamp``, ``send`` and ``recv``: what channels call at every message.
 
         They are closures over the objects they touch (the clock, the pending
         records list, the monitor), which all live as long as the session and
@@ -361,6 +357,10 @@ class TracerSession:
         monitor = self.monitor
         to_rearm = monitor.to_rearm
         due = self._due
+
+        def take_stamp() -> tuple[int, int]:
+            value = clock.value = clock.value + 1
+            return value, method_of_caller(2)
 
         def send(kind: str, channel: str, start: int, end: int,
                  meta: dict[str, Any] | None = None,
@@ -385,7 +385,7 @@ class TracerSession:
             if monotonic() >= due[0] or len(records) >= BATCH_SIZE:
                 self._service()
 
-        return send, recv
+        return take_stamp, send, recv
 
     def before_blocking(self, ready: Callable[..., bool] | None = None, *ready_args: Any) -> None:
         """Channels call this just before a receive that may block.

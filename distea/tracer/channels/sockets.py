@@ -151,6 +151,7 @@ class SocketChannel:
         new_stream = self._new_stream
         channel = self
         counted = SENT_BYTES[name]
+        plain_sendall = name == "sendall"  # bytes in: the commonest send, counted inline
         ssl_layer = kind == "ssl"
 
         def send(sock: Any, data: Any, *args: Any, **kwargs: Any) -> Any:
@@ -163,7 +164,8 @@ class SocketChannel:
                 if stream is UNKNOWN:
                     stream = new_stream(sock, kind)
                 if stream is not None:
-                    sent = counted(data, result)
+                    sent = (len(data) if plain_sendall and type(data) is bytes
+                            else counted(data, result))
                     if sent:
                         start = stream.sent
                         stream.sent = end = start + sent
