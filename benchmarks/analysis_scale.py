@@ -29,6 +29,7 @@ import shutil
 import statistics
 import tempfile
 import time
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -92,10 +93,22 @@ def write_synthetic_run(path: Path, processes: int, messages: int, methods: int,
             out.append(msgpack.packb([Tag.FIRST, k, first]))
             out.append(msgpack.packb([Tag.LAST, k, first + rng.randrange(horizon - first + 1)]))
         # message records were appended with increasing clocks per process
-        out.extend(msgpack.packb(rec) for rec in _renumber(records[p]))
+        out.extend(msgpack.packb(rec) for rec in _numbered_channels(_renumber(records[p])))
         out.append(msgpack.packb([Tag.END, horizon + 1, "exit"]))
         (procs_dir / process_file_name(key)).write_bytes(b"".join(out))
     return path
+
+
+def _numbered_channels(recs: list[list[Any]]) -> Iterator[list[Any]]:
+    """The records as a tracer writes them (format 2): each channel declared once by
+    a CHANNEL record, then named by its number."""
+    numbers: dict[tuple[str, str], int] = {}
+    for tag, clock, kind, channel, *rest in recs:
+        number = numbers.get((kind, channel))
+        if number is None:
+            number = numbers[(kind, channel)] = len(numbers)
+            yield [Tag.CHANNEL, number, kind, channel]
+        yield [tag, clock, number, *rest]
 
 
 def _renumber(recs: list[list[Any]]) -> list[list[Any]]:

@@ -7,7 +7,12 @@ the process's file unchanged, so a file is valid up to the last whole record
 even when a writer died mid-batch.
 
 FORMAT_VERSION history:
-  1: first format (records below).
+  1: first format; SEND and RECV carry ``kind`` and ``channel`` inline:
+     SEND [6, clock, kind, channel, start, end, mid, thread, meta].
+  2: SEND and RECV name their channel by a per-process number that a
+     CHANNEL record declares before its first use (a message record is about
+     half the size: the channel's name is written once per process, not once
+     per message). Format 1 logs are still read.
 
 Records are msgpack arrays whose first item is a :class:`Tag`:
 
@@ -19,15 +24,18 @@ Records are msgpack arrays whose first item is a :class:`Tag`:
   LAST     [3, mid, clock]               (latest value wins)
   CALL     [4, mid, clock, thread]       (full mode: entry or resume)
   RETURN   [5, mid, clock, thread]       (full mode: return, yield or unwind)
-  SEND     [6, clock, kind, channel, start, end, mid, thread, meta]
-  RECV     [7, clock, kind, channel, start, end, mid, thread, meta]
+  SEND     [6, clock, cid, start, end, mid, thread, meta]
+  RECV     [7, clock, cid, start, end, mid, thread, meta]
   STATS    [8, {dropped_events, tracer_errors, ...}]   (cumulative; latest wins)
   END      [9, clock, reason]
   UNTRACED [10, pid, argv, reason]
   LINK     [11, kind, end_a, end_b]     (two channel ends of one pipe/socketpair)
+  CHANNEL  [12, cid, kind, channel]     (declares channel number cid of this log)
 
 ``mid`` is a per-process method number introduced by a METHOD record; -1
-means "no traced method on the stack".
+means "no traced method on the stack". ``cid`` is a per-process channel
+number introduced by a CHANNEL record: the message's ``kind`` and
+``channel`` (below).
 
 Channel conventions (what SEND/RECV carry, per ``kind``):
 
@@ -57,7 +65,7 @@ import os
 from collections.abc import Iterator
 from operator import attrgetter
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeGuard
 
 import msgpack
 
@@ -121,6 +129,15 @@ def check_version(version: object, where: str) -> None:
             f"{where} was written in trace format {version}, newer than this distea reads "
             f"(format {FORMAT_VERSION}); upgrade distea to read it"
         )
+
+
+CHANNEL_NUMBERS_SINCE = 2
+"""The first format whose SEND and RECV records name their channel by number."""
+
+
+def is_readable_version(version: object) -> TypeGuard[int]:
+    """Whether a process log of this format is one this distea reads."""
+    return type(version) is int and 1 <= version <= FORMAT_VERSION
 
 
 def latest_run(base: Path = DEFAULT_RUNS_DIR) -> Path:
@@ -347,6 +364,8 @@ def _load_process(log: Path, data: RunData) -> None:
     started = False  # the header was read
     key = ""
     names: dict[int, str] = {}
+    channels: dict[int, tuple[str, str]] = {}  # format 2: cid -> (kind, channel)
+    interned = True
     firsts: dict[str, int] = {}
     lasts: dict[str, int] = {}
     messages: list[MessageEvent] = []
@@ -366,6 +385,7 @@ def _load_process(log: Path, data: RunData) -> None:
     t_send, t_recv, t_stats, t_end, t_untraced, t_link = (int(Tag.SEND), int(Tag.RECV),
                                                           int(Tag.STATS), int(Tag.END),
                                                           int(Tag.UNTRACED), int(Tag.LINK))
+    t_channel = int(Tag.CHANNEL)
     with stream:
         try:
             while chunk := stream.read(1 << 20):
@@ -389,10 +409,11 @@ def _load_process(log: Path, data: RunData) -> None:
                     version = header.get("format")
                     if isinstance(version, int) and version > FORMAT_VERSION:
                         check_version(version, str(log))  # raises: a newer tracer wrote this run
-                    if version != FORMAT_VERSION or not isinstance(header.get("key"), str):
+                    if not is_readable_version(version) or not isinstance(header.get("key"), str):
                         problems.append(f"{file_name}: not a distea process log "
                                         f"(format {version!r}); skipped")
                         return
+                    interned = version >= CHANNEL_NUMBERS_SINCE
                     key = header["key"]
                     if key in data.processes:
                         problems.append(f"{file_name}: a second log for process {key}; skipped")
@@ -412,7 +433,11 @@ def _load_process(log: Path, data: RunData) -> None:
                     count += 1
                     try:
                         if t_send <= tag <= t_recv:
-                            _, clock, kind, channel, start, end, mid, thread, meta = rec
+                            if interned:
+                                _, clock, cid, start, end, mid, thread, meta = rec
+                                kind, channel = channels[cid]
+                            else:
+                                _, clock, kind, channel, start, end, mid, thread, meta = rec
                             if (type(clock) is not int or type(start) is not int
                                     or type(end) is not int or type(kind) is not str
                                     or type(channel) is not str):
@@ -451,6 +476,12 @@ def _load_process(log: Path, data: RunData) -> None:
                             if name not in methods:  # most processes declare the same methods
                                 methods[name] = Method(name, module, qualname, file, firstline,
                                                        lastline)
+                        elif tag == t_channel:
+                            _, cid, kind, channel = rec
+                            if type(cid) is not int or type(kind) is not str \
+                                    or type(channel) is not str:
+                                raise TypeError("channel fields")
+                            channels[cid] = (kind, channel)
                         elif tag == t_stats:
                             if not isinstance(rec[1], dict):
                                 raise TypeError("STATS is not a map")

@@ -10,7 +10,8 @@ from __future__ import annotations
 
 from enum import IntEnum
 
-FORMAT_VERSION = 1
+FORMAT_VERSION = 2
+"""The trace format this distea writes; it reads every format from 1 up to it."""
 PROC_SUFFIX = ".msgpack"
 UNTRACED_DIR = "untraced"
 LOST_DIR = "lost"
@@ -36,6 +37,7 @@ class Tag(IntEnum):
     END = 9
     UNTRACED = 10
     LINK = 11
+    CHANNEL = 12
 
 
 def process_file_name(key: str) -> str:

@@ -143,8 +143,7 @@ def message_parts(n: int) -> dict[str, float]:
         for i in range(n):
             record("tcp", "127.0.0.1:40000>127.0.0.1:51234", i, i + 16)
 
-    records = [(2, i, "tcp", "127.0.0.1:40000>127.0.0.1:51234", i, i + 16, 3, 1 << 47, None)
-               for i in range(n)]
+    records = [(7, i, 0, i, i + 16, 3, 1 << 47, None) for i in range(n)]  # RECV on channel 0
 
     def packing() -> None:
         msgpack.packb(records, use_bin_type=True)

@@ -30,7 +30,9 @@ from collections import deque
 import msgpack
 
 from distea.tracer.zmtp import ZmtpPush
-from distea.wire import FORMAT_VERSION, WIRE_MAGIC
+from distea.wire import FORMAT_VERSION, WIRE_MAGIC, Tag
+
+CHANNEL = int(Tag.CHANNEL)
 
 TYPE_CHECKING = False  # typing costs every traced process ~5 ms at start-up
 if TYPE_CHECKING:
@@ -160,7 +162,7 @@ class Emitter:
             self._transport = open_transport(self.endpoint, self.curve, self.linger_ms)
         transport = self._transport
         if transport is None:
-            self.dropped += len(records)
+            self._lose(records)
             return
         if not final and not transport.has_room():
             self._back_off(records)
@@ -192,8 +194,17 @@ class Emitter:
             self._seq += 1
 
     def _drop(self, records: list[Any]) -> None:
-        self.dropped += len(records)
+        self._lose(records)
         self.stalled = True
+
+    def _lose(self, records: list[Any]) -> None:
+        """Count ``records`` as dropped, all but the CHANNEL declarations among them:
+        those go back to the front of the queue, since later message records
+        name their channels by the numbers they declare."""
+        declarations = [record for record in records if record[0] == CHANNEL]
+        self.dropped += len(records) - len(declarations)
+        if declarations:
+            self.pending[:0] = declarations
 
     def close(self, linger_ms: int | None = None) -> None:
         """Let queued batches leave (bounded by the linger time), then close for good."""

@@ -10,6 +10,7 @@ is wrapped so that a tracer error is counted, never raised (DESIGN rule 1).
 from __future__ import annotations
 
 import atexit
+import itertools
 import json
 import os
 import signal
@@ -34,7 +35,7 @@ if TYPE_CHECKING:
 
     from distea.tracer.seams import Channel, RecvRecorder, SendRecorder
 
-SEND, RECV = int(Tag.SEND), int(Tag.RECV)
+SEND, RECV, CHANNEL = int(Tag.SEND), int(Tag.RECV), int(Tag.CHANNEL)
 """Plain ints: packing an IntEnum member costs more than packing its value."""
 
 FLUSHED_SIGNALS = (signal.SIGTERM, signal.SIGHUP)
@@ -136,6 +137,12 @@ class TracerSession:
         recorders read it through their closure."""
         self._records = self.emitter.pending
         self._method_of_caller = self.monitor.method_of_caller
+        self._channel_numbers: dict[str, tuple[int, str]] = {}
+        """Channel name → (its number in this process's log, the kind first met with it)."""
+        self._declared_channels: dict[tuple[str, str], int] = {}
+        """(kind, name) → number, for every CHANNEL record in this process's log."""
+        self._next_channel_number = itertools.count()
+        """Numbers are taken atomically (two threads may declare at once)."""
         self.blocking_check_at = 0.0
         """Before this ``time.monotonic()``, :meth:`before_blocking` has surely nothing to
         do: channels on a hot path may skip the call."""
@@ -312,6 +319,8 @@ class TracerSession:
         try:
             token = getattr(self.local, "fork_token", None)
             self.clock.reset()
+            self._channel_numbers.clear()
+            self._declared_channels.clear()
             self.key = process_key()
             self.errors = 0
             self._role = None
@@ -342,13 +351,17 @@ class TracerSession:
         """``stamp``, ``send`` and ``recv``: what channels call at every message.
 
         They are closures over the objects they touch (the clock, the pending
-        records list, the monitor), which all live as long as the session and
-        are reset in place after ``fork``: each message then costs one tuple,
-        one clock read and the method lookup, with no attribute chains. The
-        method lookup starts at the caller's caller: the caller is always
-        tracer code (a channel's wrapper or helper). The
-        re-arming of the epoch a receive opens is only called when something
-        was disabled since the last one.
+        records list, the monitor, the channel table), which all live as long
+        as the session and are reset in place after ``fork``: each message then
+        costs one tuple, one clock read, one dict lookup for its channel's
+        number and the method lookup, with no attribute chains. The method
+        lookup starts at the caller's caller: the caller is always tracer code
+        (a channel's wrapper or helper). The re-arming of the epoch a receive
+        opens is only called when something was disabled since the last one.
+
+        A message record names its channel by number (trace format 2): the
+        first message on a channel appends a CHANNEL record declaring it, so a
+        record is about half as long to pack and to store as with the name.
         """
         clock = self.clock
         records = self.emitter.pending
@@ -357,6 +370,8 @@ class TracerSession:
         monitor = self.monitor
         to_rearm = monitor.to_rearm
         due = self._due
+        numbers_get = self._channel_numbers.get
+        declare = self._declare_channel
 
         def take_stamp() -> tuple[int, int]:
             value = clock.value = clock.value + 1
@@ -370,15 +385,18 @@ class TracerSession:
                 mid = method_of_caller(2)
             else:
                 value, mid = stamp
-            append((SEND, value, kind, channel, start, end, mid, get_ident(), meta))
+            known = numbers_get(channel)
+            number = known[0] if known is not None and known[1] is kind else declare(kind, channel)
+            append((SEND, value, number, start, end, mid, get_ident(), meta))
             if monotonic() >= due[0] or len(records) >= BATCH_SIZE:
                 self._service()
 
         def recv(kind: str, channel: str, start: int, end: int,
                  meta: dict[str, Any] | None = None) -> None:
             value = clock.value = clock.value + 1
-            append((RECV, value, kind, channel, start, end, method_of_caller(2),
-                    get_ident(), meta))
+            known = numbers_get(channel)
+            number = known[0] if known is not None and known[1] is kind else declare(kind, channel)
+            append((RECV, value, number, start, end, method_of_caller(2), get_ident(), meta))
             clock.epoch = value
             if to_rearm:
                 monitor.new_epoch()
@@ -386,6 +404,23 @@ class TracerSession:
                 self._service()
 
         return take_stamp, send, recv
+
+    def _declare_channel(self, kind: str, channel: str) -> int:
+        """The number of ``kind``'s ``channel`` in this log, declared by a CHANNEL
+        record the first time (the recorders' slow path).
+
+        The same name met with two kinds (a socket's plain and SSL layers, say)
+        gets two numbers; only the first is in the quick table, the other is
+        found here. Two threads declaring at once may give one channel two
+        numbers: each is declared before use, which is all a reader needs.
+        """
+        number = self._declared_channels.get((kind, channel))
+        if number is None:
+            number = next(self._next_channel_number)
+            self.emitter.pending.append((CHANNEL, number, kind, channel))
+            self._declared_channels[(kind, channel)] = number
+            self._channel_numbers.setdefault(channel, (number, kind))
+        return number
 
     def before_blocking(self, ready: Callable[..., bool] | None = None, *ready_args: Any) -> None:
         """Channels call this just before a receive that may block.

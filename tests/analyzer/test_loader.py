@@ -48,14 +48,17 @@ def reference_load_process(log: Path, data: RunData) -> None:
     version = header.get("format")
     if isinstance(version, int) and version > FORMAT_VERSION:
         tf.check_version(version, str(log))  # raises: a newer tracer wrote this run
-    if version != FORMAT_VERSION or not isinstance(header.get("key"), str):
+    if not (type(version) is int and 1 <= version <= FORMAT_VERSION) \
+            or not isinstance(header.get("key"), str):
         problems.append(f"{log.name}: not a distea process log (format {version!r}); skipped")
         return
+    interned = version >= 2  # format 2: messages name their channel by a declared number
     key = header["key"]
     if key in data.processes:
         problems.append(f"{log.name}: a second log for process {key}; skipped")
         return
     names: dict[int, str] = {}
+    channels: dict[int, tuple[str, str]] = {}
     firsts: dict[str, int] = {}
     lasts: dict[str, int] = {}
     messages: list[MessageEvent] = []
@@ -68,7 +71,7 @@ def reference_load_process(log: Path, data: RunData) -> None:
                                                 int(Tag.CALL), int(Tag.RETURN))
     t_first, t_method, t_stats, t_end = (int(Tag.FIRST), int(Tag.METHOD), int(Tag.STATS),
                                          int(Tag.END))
-    t_link, t_untraced = int(Tag.LINK), int(Tag.UNTRACED)
+    t_link, t_untraced, t_channel = int(Tag.LINK), int(Tag.UNTRACED), int(Tag.CHANNEL)
     malformed, first_malformed = 0, ""
     for rec in records:
         try:
@@ -82,7 +85,11 @@ def reference_load_process(log: Path, data: RunData) -> None:
                 if clock > lasts.get(name, -1):
                     lasts[name] = clock
             elif tag in (t_send, t_recv):
-                _, clock, kind, channel, start, end, mid, thread, meta = rec
+                if interned:
+                    _, clock, cid, start, end, mid, thread, meta = rec
+                    kind, channel = channels[cid]
+                else:
+                    _, clock, kind, channel, start, end, mid, thread, meta = rec
                 if (type(clock) is not int or type(start) is not int or type(end) is not int
                         or type(kind) is not str or type(channel) is not str):
                     raise TypeError("message fields")
@@ -110,6 +117,11 @@ def reference_load_process(log: Path, data: RunData) -> None:
                 if name not in data.methods:  # most processes declare the same methods
                     data.methods[name] = Method(name, module, qualname, file, firstline,
                                                 lastline)
+            elif tag == t_channel:
+                _, cid, kind, channel = rec
+                if type(cid) is not int or type(kind) is not str or type(channel) is not str:
+                    raise TypeError("channel fields")
+                channels[cid] = (kind, channel)
             elif tag == t_stats:
                 if not isinstance(rec[1], dict):
                     raise TypeError("STATS is not a map")
@@ -211,6 +223,7 @@ mids = st.one_of(st.integers(-1, 4), anything)
 clocks = st.one_of(st.integers(-2, 40), st.integers(-2, 40), anything)
 kinds = st.sampled_from(["tcp", "mp", "proc", 7, None])
 channels = st.sampled_from(["a>b", "b>a", "mp:1", 3])
+cids = st.one_of(st.integers(-1, 3), st.integers(0, 2), anything)
 metas = st.one_of(st.none(), st.fixed_dictionaries({"fp": st.lists(small, max_size=2)}),
                   st.fixed_dictionaries({"fanout": st.booleans()}))
 
@@ -222,9 +235,15 @@ good_records = st.one_of(
               st.integers(-1, 4), st.integers(-2, 40)),
     st.builds(lambda t, mid, c, th: [t, mid, c, th], st.sampled_from([Tag.CALL, Tag.RETURN]),
               st.integers(-1, 4), st.integers(0, 40), st.integers(1, 2)),
+    # messages in the layouts of format 1 (kind and channel inline) and format 2
+    # (a declared channel number), so each format also meets the other's records
     st.builds(lambda t, c, k, ch, s, e, mid, meta: [t, c, k, ch, s, e, mid, 1, meta],
               st.sampled_from([Tag.SEND, Tag.RECV]), st.integers(0, 40), kinds, channels,
               st.integers(0, 9), st.integers(0, 12), mids, metas),
+    st.builds(lambda t, c, cid, s, e, mid, meta: [t, c, cid, s, e, mid, 1, meta],
+              st.sampled_from([Tag.SEND, Tag.RECV]), st.integers(0, 40), cids,
+              st.integers(0, 9), st.integers(0, 12), mids, metas),
+    st.builds(lambda cid, k, ch: [Tag.CHANNEL, cid, k, ch], cids, kinds, channels),
     st.builds(lambda d: [Tag.STATS, d], st.one_of(
         st.fixed_dictionaries({"dropped_events": small, "tracer_errors": small}),
         st.fixed_dictionaries({"role": st.text(max_size=3), "rank": small, "world_size": small}),
@@ -247,6 +266,7 @@ records = st.lists(st.one_of(good_records, good_records, good_records, bad_recor
                    max_size=40)
 headers = st.one_of(
     st.just([Tag.HEADER, HEADER]), st.just([Tag.HEADER, HEADER]), st.just([Tag.HEADER, HEADER]),
+    st.just([Tag.HEADER, {**HEADER, "format": 1}]), st.just([Tag.HEADER, {**HEADER, "format": 1}]),
     st.just([Tag.HEADER, {**HEADER, "format": 0}]), st.just([Tag.HEADER, {**HEADER, "key": 7}]),
     st.just([Tag.METHOD, 0, "app", "f", "/f.py", 1, 2]), st.just([Tag.HEADER]),
     st.just([Tag.HEADER, "not a map"]), st.just(7), st.just([]), st.just([False, HEADER]),
@@ -275,13 +295,25 @@ def test_fast_loader_matches_record_by_record_reading(
     assert fast == slow
 
 
-def test_fast_loader_on_big_chunks(tmp_path: Path) -> None:
+def message_record(version: int, tag: Tag, clock: int, start: int, end: int, mid: int,
+                   meta: dict[str, Any] | None) -> list[Any]:
+    """A message on ("tcp", "a>b"), channel number 0 in format 2 (declared by CHANNEL_0)."""
+    channel = [0] if version >= 2 else ["tcp", "a>b"]
+    return [tag, clock, *channel, start, end, mid, 1, meta]
+
+
+CHANNEL_0 = [Tag.CHANNEL, 0, "tcp", "a>b"]
+
+
+@pytest.mark.parametrize("version", [1, FORMAT_VERSION])
+def test_fast_loader_on_big_chunks(tmp_path: Path, version: int) -> None:
     """Records that straddle the reader's 1 MiB chunks, out-of-order clocks, a torn end."""
-    recs: list[Any] = [[Tag.HEADER, HEADER], [Tag.METHOD, 0, "app", "f", "/f.py", 1, 2]]
+    recs: list[Any] = [[Tag.HEADER, {**HEADER, "format": version}],
+                       [Tag.METHOD, 0, "app", "f", "/f.py", 1, 2], CHANNEL_0]
     for i in range(60_000):
         clock = i if i % 997 else i - 500  # now and then one arrives late
-        recs.append([Tag.SEND if i % 2 else Tag.RECV, clock, "tcp", "a>b", i * 10, i * 10 + 10,
-                     0, 1, {"fp": [i % 7]} if i % 3 else None])
+        recs.append(message_record(version, Tag.SEND if i % 2 else Tag.RECV, clock, i * 10,
+                                   i * 10 + 10, 0, {"fp": [i % 7]} if i % 3 else None))
         if i % 1000 == 0:
             recs.append([Tag.LAST, 0, clock])
             if i == 50_000:
@@ -293,6 +325,26 @@ def test_fast_loader_on_big_chunks(tmp_path: Path) -> None:
     assert fast == slow
     assert len(fast["messages"]["h:1:0"]) > 49_000
     assert fast["message_order"]["h:1:0"] == sorted(fast["message_order"]["h:1:0"])
+
+
+def test_format_1_and_format_2_logs_read_alike(tmp_path: Path) -> None:
+    """A run an earlier distea wrote (channels inline) loads as the same messages."""
+    loaded = []
+    for version in (1, 2):
+        recs: list[Any] = [[Tag.HEADER, {**HEADER, "format": version}],
+                           [Tag.METHOD, 0, "app", "f", "/f.py", 1, 2], CHANNEL_0]
+        recs += [message_record(version, Tag.SEND, 3, 0, 10, 0, None),
+                 message_record(version, Tag.RECV, 4, 10, 25, -1, {"fp": 9})]
+        log = tmp_path / f"v{version}" / process_file_name("h:1:0")
+        log.parent.mkdir()
+        log.write_bytes(b"".join(msgpack.packb(r) for r in recs))
+        data = RunData(path="x", meta={})
+        tf._load_process(log, data)
+        assert data.problems == []
+        loaded.append([(e.direction, e.kind, e.channel, e.start, e.end, e.method, e.meta)
+                       for e in data.messages["h:1:0"]])
+    assert loaded[0] == loaded[1] == [("send", "tcp", "a>b", 0, 10, "app.f", None),
+                                      ("recv", "tcp", "a>b", 10, 25, None, {"fp": 9})]
 
 
 @pytest.mark.parametrize("blob", [b"", b"\x92\x00", b"\xc1", msgpack.packb([Tag.HEADER, HEADER])])

@@ -48,6 +48,7 @@ class ProcBuilder:
         self.records: list[list[Any]] = [[Tag.HEADER, header]]
         self._mids: dict[str, int] = {}
         self._index: dict[tuple[str, str, str], int] = {}
+        self._channels: dict[tuple[str, str], int] = {}
         self.truncate_bytes = 0
 
     @property
@@ -103,7 +104,11 @@ class ProcBuilder:
         if end is None:
             end = start + 1
         mid = self.method(method) if method is not None else -1
-        self.records.append([tag, clock, kind, channel, start, end, mid, thread, meta])
+        cid = self._channels.get((kind, channel))
+        if cid is None:  # declared before its first use, as the tracer does
+            cid = self._channels[(kind, channel)] = len(self._channels)
+            self.records.append([Tag.CHANNEL, cid, kind, channel])
+        self.records.append([tag, clock, cid, start, end, mid, thread, meta])
         return self
 
     def send(
