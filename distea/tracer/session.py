@@ -361,7 +361,8 @@ class TracerSession:
 
         A message record names its channel by number (trace format 2): the
         first message on a channel appends a CHANNEL record declaring it, so a
-        record is about half as long to pack and to store as with the name.
+        record is less than half as long to store, and cheaper to pack, than
+        with the channel's name in it.
         """
         clock = self.clock
         records = self.emitter.pending
