@@ -539,8 +539,8 @@ def main(argv: list[str] | None = None) -> int:
                         "(default 3, or 1 with --quick)")
     parser.add_argument("--only", action="append", default=[], metavar="WORKLOAD",
                         help="run only workloads whose module or name contains this "
-                             "(repeatable): empty, cpu, calls, tcp_loop, zmq_loop, "
-                             "param_server, ring_allreduce, wordcount")
+                             "(repeatable): " + ", ".join(w.module.rsplit(".", 1)[-1]
+                                                          for w in WORKLOADS))
     parser.add_argument("--tools", help="comma-separated subset of: " + ", ".join(TOOLS))
     parser.add_argument("--no-precision", action="store_true")
     parser.add_argument("--no-scale", action="store_true", help="skip analysis scale")

@@ -61,4 +61,14 @@ WORKLOADS: tuple[Workload, ...] = (
     Workload("wordcount sample (late reads)", "sample_systems.wordcount",
              ("--documents", "10000"), ("--documents", "2000"), distributed=True,
              precision=True),
+    # the other sample systems, at their own (fixed) size: every sample is a
+    # subject of the precision study, as every subject was in the DistIA study
+    Workload("chat sample", "sample_systems.chat", distributed=True, precision=True),
+    Workload("echo_async sample", "sample_systems.echo_async", distributed=True,
+             precision=True),
+    Workload("task_pipeline sample", "sample_systems.task_pipeline", distributed=True,
+             precision=True, needs=("zmq",)),
+    Workload("kvstore sample", "sample_systems.kvstore", distributed=True, precision=True),
+    Workload("torch_ddp sample", "sample_systems.torch_ddp", distributed=True,
+             precision=True, needs=("torch",)),
 )
