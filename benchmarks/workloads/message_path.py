@@ -38,6 +38,7 @@ import msgpack
 
 from benchmarks.workloads.tcp_loop import encode_request, handle, read_frame, write_frame
 from benchmarks.workloads.tools import distea_command
+from distea.wire import Tag
 
 MESSAGES = {"socket": 6, "zmq": 2}
 """Recorded messages per round trip of each loop."""
@@ -143,7 +144,8 @@ def message_parts(n: int) -> dict[str, float]:
         for i in range(n):
             record("tcp", "127.0.0.1:40000>127.0.0.1:51234", i, i + 16)
 
-    records = [(7, i, 0, i, i + 16, 3, 1 << 47, None) for i in range(n)]  # RECV on channel 0
+    records = [(int(Tag.RECV), i, 0, i, i + 16, 3, 1 << 47, None)  # on channel number 0
+               for i in range(n)]
 
     def packing() -> None:
         msgpack.packb(records, use_bin_type=True)

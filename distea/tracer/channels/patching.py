@@ -11,7 +11,6 @@ if TYPE_CHECKING:
     from typing import Any
 
 
-
 class Patches:
     def __init__(self) -> None:
         self._saved: list[tuple[Any, str, Any]] = []

@@ -108,6 +108,8 @@ def _ready_soon(sock: Any) -> bool:
 
 
 def frame_fingerprint(frame: Any) -> int:
+    """Length and CRC-32 of a frame, in one int. The send and receive wrappers
+    compute a ``bytes`` frame's inline, the same way (one call less per message)."""
     if type(frame) is bytes:
         view: Any = frame
     elif isinstance(frame, zmq.Frame):
