@@ -426,6 +426,7 @@ class Collector:
             "refused_count": self.stats.refused_count,
             "clients": self.stats.clients,
             "hosts": sorted({s.host for s in self.streams.values()}),
+            "logs": sorted(process_file_name(key) for key in self.streams),
         }
 
     def close(self) -> None:
