@@ -1,4 +1,4 @@
-"""The report of real sample runs, at a laptop's 1400×900, in a real Chromium.
+"""The report of real sample runs, at a laptop's 1400x900, in a real Chromium.
 
 ring_allreduce (726 messages between 5 processes) and kvstore (three copies
 of one server role) are traced for real, their report rendered and loaded;
@@ -12,6 +12,7 @@ far effect of the query reached through the program's own messages.
 from __future__ import annotations
 
 import sys
+from importlib.util import find_spec
 from pathlib import Path
 
 import pytest
@@ -27,7 +28,7 @@ SIZE = "1400,900"
 
 def traced_report(sample: str, tmp_path: Path) -> tuple[Run, Path]:
     info = SAMPLES[sample]
-    if any(__import__("importlib").util.find_spec(m) is None for m in info.requires):
+    if any(find_spec(m) is None for m in info.requires):
         pytest.skip(f"the {sample} sample needs {', '.join(info.requires)}")
     traced = run_traced([sys.executable, *info.command], REPO, tmp_path / "run")
     assert traced.result.returncode == 0, traced.result.stderr
