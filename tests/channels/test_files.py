@@ -269,5 +269,6 @@ def test_across_hosts_a_read_is_ordered_after_every_write_of_its_path() -> None:
                 r: [_read(r, 1, t=5)]}  # the other host's clock says nothing here
     m = match(messages)
     assert m.edges == [] and m.ambiguous == 1
-    ((recv, chains),) = m.uncertain
+    ((receive, chains),) = m.uncertain
+    assert m.events[receive].process == r
     assert [m.events[s].clock for chain in chains for s in chain] == [1, 2]
