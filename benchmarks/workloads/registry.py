@@ -43,6 +43,10 @@ class Workload:
 
 WORKLOADS: tuple[Workload, ...] = (
     Workload("empty program (start-up)", "benchmarks.workloads.empty"),
+    Workload("spawn Pool(4).map, 100 items (start-up)", "benchmarks.workloads.spawn_pool",
+             ("--items", "100"), ("--items", "20"), distributed=True),
+    Workload("6-process multiprocessing program (start-up)", "benchmarks.workloads.six_procs",
+             ("--tasks", "50"), ("--tasks", "10"), distributed=True),
     Workload("CPU-bound: recursive fib", "benchmarks.workloads.cpu",
              ("--n", "27", "--rounds", "4"), ("--n", "25", "--rounds", "3"), cpu_bound=True),
     Workload("call-heavy loop", "benchmarks.workloads.calls",
