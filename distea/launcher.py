@@ -56,10 +56,10 @@ TYPE_CHECKING = False  # not typing's: nothing before the command needs typing (
 if TYPE_CHECKING:
     from typing import Any
 
-    from distea.collector import Collector
+    from distea.localcollector import LocalCollector
 
 # Not imported here at module level, so that the command starts first (see above):
-# zmq, msgpack, distea.collector, dataclasses (it imports inspect).
+# msgpack, distea.localcollector, dataclasses (it imports inspect).
 
 BOOTSTRAP_DIR = Path(__file__).parent / "tracer" / "bootstrap"
 IPC_NAME = "collector.ipc"
@@ -285,15 +285,15 @@ def trace_command(command: list[str], output: Path | None, options: TraceOptions
         "host": socket.gethostname(),
     }
     write_run_meta(run_dir, meta)
-    collectors: list[Collector] = []
+    collectors: list[LocalCollector] = []
     notes: list[str] = []
 
     def start_collector() -> None:
-        """While the command starts: ZeroMQ takes over the listening socket."""
+        """While the command starts: the collector's thread takes over the listening socket."""
         try:
-            from distea.collector import Collector
+            from distea.localcollector import LocalCollector
 
-            collectors.append(Collector(run_dir, endpoint, listener_fd=listener).start())
+            collectors.append(LocalCollector(run_dir, endpoint, listener).start())
         except Exception as exc:  # the command runs on: say why it is not traced
             Path(endpoint[len("ipc://"):]).unlink(missing_ok=True)  # its children see it
             notes.append(f"cannot start the collector at {endpoint}: {exc}; "

@@ -128,7 +128,7 @@ def _local_writers(events: Sequence[MessageEvent], local: list[int], t: int) -> 
     if not before:
         return []
     wiped_until = max((_meta_int(events[s], "t_open") for s in before
-                       if events[s].meta and events[s].meta.get("trunc")), default=-1)
+                       if _truncated(events[s])), default=-1)
     latest: dict[str, int] = {}
     for s in before:
         ev = events[s]
@@ -138,6 +138,10 @@ def _local_writers(events: Sequence[MessageEvent], local: list[int], t: int) -> 
         if known is None or _meta_int(events[known], "t") < _meta_int(ev, "t"):
             latest[ev.process] = s
     return sorted(latest.values())
+
+
+def _truncated(ev: MessageEvent) -> bool:
+    return bool(ev.meta and ev.meta.get("trunc"))
 
 
 def _chains(m: Matching, sends: list[int]) -> tuple[tuple[int, ...], ...]:
