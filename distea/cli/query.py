@@ -52,7 +52,6 @@ def method_set_options[F: Callable[..., Any]](func: F) -> F:
 @contextmanager
 def _errors() -> Iterator[None]:
     """Turn analysis errors into one clear line on stderr (click prints it, exits 1)."""
-    from distea.analyzer.order import OrderCycleError
     from distea.analyzer.resolve import QueryError
     from distea.traceformat import TraceFormatError
 
@@ -60,8 +59,6 @@ def _errors() -> Iterator[None]:
         yield
     except (TraceFormatError, QueryError) as exc:
         raise click.ClickException(str(exc)) from None
-    except OrderCycleError as exc:
-        raise click.ClickException(f"cannot order this run: {exc}") from None
 
 
 def _load(run_dir: Path | None) -> Run:
@@ -70,7 +67,6 @@ def _load(run_dir: Path | None) -> Run:
 
     with _errors():
         run = Run.load(run_dir if run_dir is not None else latest_run())
-        run.order  # noqa: B018 - order now so that a cycle is reported as an error here
     return run
 
 
