@@ -4,12 +4,13 @@ A tracer marks such a channel with a SEND of kind ``unseen`` (the signal
 wakeup descriptor: :mod:`distea.tracer.channels.wakeup`), naming it as its
 sends name it. Unseen bytes shift the reader's offsets ahead of the
 writers', so a receive of ``[a, b)`` no longer tells which recorded send
-carried its bytes; it may even have read only unseen bytes. Each receive of
-a marked channel is therefore uncertain, with every recorded send of the
-channel as a candidate (the order sweep keeps, per sender, the latest one
-that is not causally after the receive: safe whichever carried the bytes),
-or external where the channel has no recorded send at all. One problem line
-per marked channel says so and why.
+carried its bytes; it may even have read only unseen bytes. No receive of a
+marked channel is therefore paired by offsets: where other processes sent
+on it, it is uncertain with all their sends as candidates (the order sweep
+keeps, per sender, the latest one that is not causally after the receive:
+safe whichever carried the bytes); where only its own process did (asyncio's
+self-pipe), that process's clock already orders it exactly; with no recorded
+send it is external. One problem line per marked channel says so and why.
 """
 
 from __future__ import annotations
@@ -25,11 +26,13 @@ UNSEEN_KIND = "unseen"
 
 @dataclass(slots=True)
 class Unseen:
-    """Why a channel (as its receiving end names it) cannot be paired by offsets."""
+    """Why a channel (as its receiving end names it) cannot be paired by offsets, and
+    what became of its receives."""
 
     why: str
     recvs: int = 0
     ambiguous: int = 0
+    own: int = 0
 
 
 def unseen_why(meta: object) -> str:
@@ -37,30 +40,36 @@ def unseen_why(meta: object) -> str:
     return str(why or "written by something distea cannot see")
 
 
-def match_unseen(m: Matching, sends: list[int], recvs: list[int], unseen: Unseen) -> int:
-    """Make every receive uncertain over the channel's sends (module docstring); return
-    how many were (the rest are external)."""
+def match_unseen(m: Matching, sends: list[int], recvs: list[int], unseen: Unseen
+                 ) -> tuple[int, int]:
+    """Pair the receives of a marked channel (module docstring); return how many are
+    (matched, ambiguous). A receive whose every recorded writer is its own process
+    is ordered exactly by that process's clock, whichever write it read: matched,
+    with no edge. The others are uncertain over the other processes' sends, or
+    external where there is no recorded send."""
     by_proc: dict[int, list[int]] = {}
     for s in sends:
         by_proc.setdefault(m.proc_of[s], []).append(s)
-    chains_all = {p: tuple(ids) for p, ids in by_proc.items()}
-    ambiguous = 0
+    ambiguous = own = 0
     for r in recvs:
         rp = m.proc_of[r]
-        chains = tuple(c for p, c in chains_all.items() if p != rp) or \
-            tuple(c for p, c in chains_all.items() if p == rp)
+        chains = tuple(tuple(ids) for p, ids in by_proc.items() if p != rp)
         if chains:
             m.uncertain.append((r, chains))
             ambiguous += 1
+        elif rp in by_proc:
+            own += 1
     unseen.recvs += len(recvs)
     unseen.ambiguous += ambiguous
-    return ambiguous
+    unseen.own += own
+    return own, ambiguous
 
 
 def unseen_notes(unseen: dict[tuple[str, str], Unseen]) -> list[str]:
     """One problem line per marked channel that carried receives."""
-    return [f"{kind} channel {channel!r}: {u.why}, unseen by distea; "
-            f"its {u.recvs} receive(s) are not paired by byte offsets: {u.ambiguous} ordered "
-            f"after every send on it that is not after them (safe, less precise), "
-            f"{u.recvs - u.ambiguous} with no recorded send (only unseen writes)"
+    return [f"{kind} channel {channel!r}: {u.why}, unseen by distea; its {u.recvs} "
+            f"receive(s) are not paired by byte offsets: {u.own} have only their own "
+            f"process's sends as writers (ordered exactly by its clock), {u.ambiguous} are "
+            "ordered after every other process's send on it that is not after them (safe, "
+            f"less precise), {u.recvs - u.own - u.ambiguous} have no recorded send"
             for (kind, channel), u in sorted(unseen.items()) if u.recvs]

@@ -41,9 +41,11 @@ Per kind:
   a shared queue, a receiver that also sends in that class is uncertain. ``udp``
   classes where the counts differ (a datagram was lost) are uncertain too.
 - a channel marked by a send of kind ``unseen`` (something distea cannot see
-  writes to it, such as the signal wakeup fd): every receive is uncertain
-  over all its sends (:mod:`distea.analyzer.match_unseen`); the markers
-  themselves are not messages and are not counted.
+  writes to it, such as the signal wakeup fd): no receive is paired by
+  offsets; one with writers in other processes is uncertain over all their
+  sends, one whose only writer is its own process is ordered by its clock
+  (:mod:`distea.analyzer.match_unseen`); the markers themselves are not
+  messages and are not counted.
 """
 
 from __future__ import annotations
@@ -188,7 +190,8 @@ def match(
             continue  # markers, not messages
         if channel in marked and kind not in LIFECYCLE_KINDS:
             u = unseen[(kind, channel)] = Unseen(marked[channel])
-            _count(m, kind, sends, recvs, _Result(ambiguous=match_unseen(m, sends, recvs, u)))
+            own, ambiguous = match_unseen(m, sends, recvs, u)
+            _count(m, kind, sends, recvs, _Result(matched=own, ambiguous=ambiguous))
             continue
         if kind == "zmq" and any(_peer(events[s]) for s in sends):
             routed.append((kind, channel, sends, recvs))  # after the peers are known

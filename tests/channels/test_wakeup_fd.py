@@ -55,10 +55,11 @@ def test_signal_wakeup_channel_is_marked_and_the_run_analysable(script: Path) ->
     assert traced.stdout == "done\n"
     markers = traced.events("unseen")
     assert len(markers) == 1 and "set_wakeup_fd" in str(markers[0].meta)
-    # the self-pipe's receives are not paired by offsets: none is certain
+    # the self-pipe's receives are not paired by offsets; their only writer is their
+    # own process, whose clock orders them exactly
     assert not traced.edges("unix")
-    assert run.matching.by_kind["unix"].recvs >= 1
-    assert run.matching.by_kind["unix"].matched == 0
+    unix = run.matching.by_kind["unix"]
+    assert unix.recvs >= 1 and unix.matched == unix.recvs and not unix.ambiguous
     assert "unseen" not in run.matching.by_kind  # markers are not messages
     compute_order(run.matching, strict=True)  # no cycle left to demote
     assert not run.order.demoted
@@ -96,3 +97,32 @@ def test_unmarked_self_pipe_is_demoted_not_fatal(tmp_path: Path) -> None:
     counts = run.matching.by_kind["unix"]
     assert (counts.matched, counts.ambiguous, counts.external) == (0, 1, 2)
     assert any("unix channel 'h:sock:1'" in p and "2 receive(s)" in p for p in run.problems)
+
+
+def test_marked_channel_is_paired_without_offsets(tmp_path: Path) -> None:
+    """By hand: A marks its wakeup fd (end h:sock:2 of a pair whose other end A reads).
+    A forked child B writes to it too (clock 2, offsets [0, 1)), and A itself (clock 4,
+    [0, 1) by its own count). A's reads [0, 1) at 3, [1, 2) at 5, [2, 3) at 6 (one
+    byte came from the C handler) may each have read B's byte: each is uncertain over
+    B's send, which the sweep keeps (it is not after any of them). Impact of b.work,
+    run before B's send, reaches A from its first read. No pairing by offsets, so no
+    cycle and nothing demoted, though the offsets disagree."""
+    tb = TraceBuilder(tmp_path / "run")
+    a, b = tb.process("A"), tb.process("B")
+    a.link("socketpair", "h:sock:1", "h:sock:2")
+    a.send(1, "unseen", "h:sock:2", 0, 0, why="signal wakeup fd (test)", of="unix")
+    a.run("app.after", 3, 7)
+    a.recv(3, "unix", "h:sock:1", 0, 1)
+    a.send(4, "unix", "h:sock:2", 0, 1)
+    a.recv(5, "unix", "h:sock:1", 1, 2)
+    a.recv(6, "unix", "h:sock:1", 2, 3)
+    b.run("app.work", 1, 2)
+    b.send(2, "unix", "h:sock:2", 0, 1)
+    run = load(tb)
+    counts = run.matching.by_kind["unix"]
+    assert (counts.recvs, counts.matched, counts.ambiguous, counts.external) == (3, 0, 3, 0)
+    assert "unseen" not in run.matching.by_kind
+    assert not run.order.demoted_receives
+    result = run.impact("app.work")
+    assert {run.processes[k].role: s for k, s in result.starts.items()} == {"A": 3, "B": 1}
+    assert any("signal wakeup fd (test)" in p for p in run.problems)
