@@ -1,13 +1,15 @@
 """Public test suites, untraced and under ``distea run``: one table row per suite.
 
     uv run python -m benchmarks.suites cpython:test_socketserver cpython:test_asyncio.test_streams
-    uv run python -m benchmarks.suites "cpython:test_multiprocessing_spawn -m *Queue*"
+    uv run python -m benchmarks.suites "mp:spawn/processes -m *Queue*"
     uv run python -m benchmarks.suites --python /tmp/suites/v/bin/python pytest:/tmp/suites/rpyc
     uv run python -m benchmarks.suites --json cpython:test_socketserver
 
 A suite is ``cpython:TESTS [regrtest options]`` (CPython's own ``Lib/test``,
-run as ``python -m test -u network,cpu TESTS``; the interpreter must ship it)
-or ``pytest:PATH [pytest options]`` (a fetched project's tests, run with
+run as ``python -m test -u network,cpu TESTS``; the interpreter must ship it),
+``mp:METHOD[/TYPE] [regrtest options]`` (``_test_multiprocessing`` for one
+start method, e.g. ``mp:spawn/processes -m "*Queue*"``), or
+``pytest:PATH [pytest options]`` (a fetched project's tests, run with
 ``--python``, an environment where the project, its test dependencies and
 distea are installed). Each runs twice, untraced and traced, both writing
 JUnit XML, so the runs are compared test by test. The traced run is then
@@ -84,20 +86,41 @@ class Row:
 
     @property
     def same_results(self) -> bool:
+        """The same tests passed and failed, and some ran."""
         u, t = self.untraced, self.traced
-        return (u.passed, u.failed, sorted(u.failing)) == (t.passed, t.failed, sorted(t.failing))
+        return u.passed + u.failed > 0 and \
+            (u.passed, u.failed, sorted(u.failing)) == (t.passed, t.failed, sorted(t.failing))
+
+
+MP_DRIVER = """\
+from test._test_multiprocessing import install_tests_in_module_dict
+
+install_tests_in_module_dict(globals(), {method!r}, only_type={only_type!r})
+"""
+"""``_test_multiprocessing``'s tests for one start method (and kind), as CPython 3.13's
+``test_multiprocessing_spawn/test_processes.py`` collects them; 3.12.1 ships no such
+module."""
 
 
 def suite_command(spec: str, python: str, junit: Path) -> list[str]:
-    """The command line of a suite spec (module docstring), writing JUnit XML to ``junit``."""
+    """The command line of a suite spec (module docstring), writing JUnit XML to ``junit``
+    (a driver module, where the suite needs one, is written beside it)."""
     kind, _, rest = spec.partition(":")
     words = shlex.split(rest)
+    regrtest = [python, "-m", "test", "-u", "network,cpu", "--junit-xml", str(junit)]
     if kind == "cpython":
-        return [python, "-m", "test", "-u", "network,cpu", "--junit-xml", str(junit), *words]
+        return [*regrtest, *words]
+    if kind == "mp":
+        method, _, only_type = words[0].partition("/")
+        name = f"test_mp_{method}_{only_type or 'all'}"
+        (junit.parent / f"{name}.py").write_text(
+            MP_DRIVER.format(method=method, only_type=only_type or None))
+        return [*regrtest, "--testdir", str(junit.parent), name, *words[1:]]
     if kind == "pytest":
         return [python, "-m", "pytest", "-q", "-p", "no:cacheprovider", f"--junitxml={junit}",
                 *words]
-    raise SystemExit(f"unknown suite kind {kind!r} in {spec!r}: use cpython:TESTS or pytest:PATH")
+    raise SystemExit(f"unknown suite kind {kind!r} in {spec!r}: use cpython:TESTS, "
+                     "mp:METHOD[/TYPE] or pytest:PATH")
 
 
 def read_junit(path: Path) -> Outcome:
