@@ -24,8 +24,10 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import re
 import shlex
+import signal
 import subprocess
 import sys
 import tempfile
@@ -140,14 +142,18 @@ def read_junit(path: Path) -> Outcome:
     return out
 
 
-def run_once(argv: list[str], cwd: Path, junit: Path) -> Outcome:
+def run_once(argv: list[str], cwd: Path, junit: Path, timeout: float) -> Outcome:
+    """Run one suite; ``exit_status`` -1 when it ran past ``timeout`` (the whole process
+    group is killed then, and the JUnit file is usually missing: no results)."""
     started = time.monotonic()
-    try:
-        done = subprocess.run(argv, cwd=cwd, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
-                              timeout=TIMEOUT_S, text=True)
-        status = done.returncode
-    except subprocess.TimeoutExpired:
-        status = -1
+    with subprocess.Popen(argv, cwd=cwd, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+                          start_new_session=True) as proc:
+        try:
+            status = proc.wait(timeout)
+        except subprocess.TimeoutExpired:
+            os.killpg(proc.pid, signal.SIGKILL)
+            proc.wait()
+            status = -1
     outcome = read_junit(junit)
     outcome.exit_status = status
     outcome.seconds = round(time.monotonic() - started, 1)
@@ -199,7 +205,11 @@ def external_reasons(run: Run) -> Counter[str]:
         if ev.direction != "recv" or r in paired:
             continue
         if ev.channel in unseen:
+            if (ev.kind, ev.channel) in sent_on:
+                continue  # its own process's sends order it: matched, with no edge
             why = "only unseen writes (signal wakeup fd)"
+        elif ev.kind == "exit":
+            why = "the process left no exit record (killed, or its last records lost)"
         elif r in order.demoted_receives:
             why = "pairing demoted (closed a cycle), no earlier send"
         elif (ev.kind, ev.channel) in sent_on:
@@ -212,17 +222,22 @@ def external_reasons(run: Run) -> Counter[str]:
     return reasons
 
 
-def run_suite(spec: str, python: str, cwd: Path, include: list[str], keep: Path | None) -> Row:
+def run_suite(spec: str, python: str, cwd: Path, include: list[str], keep: Path | None,
+              timeout: float = TIMEOUT_S) -> Row:
     with tempfile.TemporaryDirectory(prefix="distea-suite-") as tmp:
         work = keep if keep is not None else Path(tmp)
         work.mkdir(parents=True, exist_ok=True)
         plain = run_once(suite_command(spec, python, work / "untraced.xml"), cwd,
-                         work / "untraced.xml")
+                         work / "untraced.xml", timeout)
         extra = [arg for glob in include for arg in ("--include", glob)]
         traced_argv = [_bin("distea"), "run", "-q", "-o", str(work / "run"), *extra, "--",
                        *suite_command(spec, python, work / "traced.xml")]
-        traced = run_once(traced_argv, cwd, work / "traced.xml")
+        traced = run_once(traced_argv, cwd, work / "traced.xml", timeout)
         return Row(spec, plain, traced, analyse(work / "run"))
+
+
+def _results(o: Outcome) -> str:
+    return "timed out" if o.exit_status == -1 else f"{o.passed}/{o.failed}"
 
 
 def table(rows: list[Row]) -> None:
@@ -237,7 +252,7 @@ def table(rows: list[Row]) -> None:
     for row in rows:
         a, u, tr = row.analysis, row.untraced, row.traced
         reasons = "; ".join(f"{n} {why}" for why, n in sorted(a.external_reasons.items()))
-        t.add_row(row.suite, f"{u.passed}/{u.failed}", f"{tr.passed}/{tr.failed}",
+        t.add_row(row.suite, _results(u), _results(tr),
                   "yes" if row.same_results else "NO", str(a.processes), str(a.receives),
                   str(a.matched), f"{a.ambiguous} ({a.ambiguous_share:.1%})",
                   f"{a.external}" + (f" ({reasons})" if reasons else ""), str(a.demoted),
@@ -258,12 +273,14 @@ def main(argv: list[str] | None = None) -> int:
                         help="also trace modules matching GLOB (distea run --include)")
     parser.add_argument("--keep", type=Path, default=None,
                         help="keep runs and JUnit files under this directory")
+    parser.add_argument("--timeout", type=float, default=TIMEOUT_S,
+                        help=f"seconds each run may take (default {TIMEOUT_S})")
     parser.add_argument("--json", action="store_true", help="print the rows as JSON")
     args = parser.parse_args(argv)
     rows = []
     for n, spec in enumerate(args.suites):
         keep = args.keep / re.sub(r"\W+", "_", spec)[:60] / str(n) if args.keep else None
-        rows.append(run_suite(spec, args.python, args.cwd, args.include, keep))
+        rows.append(run_suite(spec, args.python, args.cwd, args.include, keep, args.timeout))
     if args.json:
         print(json.dumps([{**asdict(r), "same_results": r.same_results} for r in rows],
                          indent=2))
