@@ -55,6 +55,11 @@ Channel conventions (what SEND/RECV carry, per ``kind``):
   (PUB/SUB, broadcast). LINK records tie two channel ends together. torch
   collectives use ``channel = "GROUP:SEQ"`` with ``meta["op"]`` and
   ``meta["role"]`` (``"all"``, ``"root"``, ``"leaf"``).
+- Markers (``unseen``): a SEND that is not a message. ``channel`` names a
+  channel end, as its own sends name it, that something distea cannot see
+  writes to (``meta["why"]``; ``meta["of"]``: the channel's kind), such as
+  the signal wakeup fd; ``start = end = 0``. The analyzer pairs no receive
+  of that channel by offsets.
 """
 
 from __future__ import annotations

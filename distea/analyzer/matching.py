@@ -41,6 +41,12 @@ Per kind:
   and ``pipe`` channels, where a process may read back its own message from
   a shared queue, a receiver that also sends in that class is uncertain. ``udp``
   classes where the counts differ (a datagram was lost) are uncertain too.
+- a channel marked by a send of kind ``unseen`` (something distea cannot see
+  writes to it, such as the signal wakeup fd): no receive is paired by
+  offsets; one with writers in other processes is uncertain over all their
+  sends, one whose only writer is its own process is ordered by its clock
+  (:mod:`distea.analyzer.match_unseen`); the markers themselves are not
+  messages and are not counted.
 """
 
 from __future__ import annotations
@@ -52,6 +58,13 @@ from dataclasses import dataclass, field
 
 from distea.analyzer.match_files import KIND as FILE_KIND
 from distea.analyzer.match_files import match_files
+from distea.analyzer.match_unseen import (
+    UNSEEN_KIND,
+    Unseen,
+    match_unseen,
+    unseen_notes,
+    unseen_why,
+)
 from distea.model import ChannelLink, MessageEvent, ProcessInfo
 
 STREAM_KINDS = frozenset({"tcp", "unix", "ssl"})
@@ -169,12 +182,23 @@ def match(
                 group = groups[gk] = ([], [])
             group[1].append(i)
 
+    # channels something unseen writes to (markers: sends of kind "unseen")
+    marked = {channel: unseen_why(events[group[0][0]].meta)
+              for (kind, channel), group in groups.items() if kind == UNSEEN_KIND}
+    unseen: dict[tuple[str, str], Unseen] = {}
     unknown: set[str] = set()
     routed: list[tuple[str, str, list[int], list[int]]] = []
     files: list[tuple[list[int], list[int]]] = []
     for (kind, channel), (sends, recvs) in groups.items():
         if kind == FILE_KIND:
             files.append((sends, recvs))  # all at once: reads pair across identities by path
+            continue
+        if kind == UNSEEN_KIND:
+            continue  # markers, not messages
+        if channel in marked and kind not in LIFECYCLE_KINDS:
+            u = unseen[(kind, channel)] = Unseen(marked[channel])
+            own, ambiguous = match_unseen(m, sends, recvs, u)
+            _count(m, kind, sends, recvs, _Result(matched=own, ambiguous=ambiguous))
             continue
         if kind == "zmq" and any(_peer(events[s]) for s in sends):
             routed.append((kind, channel, sends, recvs))  # after the peers are known
@@ -201,6 +225,7 @@ def match(
         m.ambiguous += counts.ambiguous
         m.external += counts.external
         m.unmatched_sends += counts.unmatched_sends
+    m.notes.extend(unseen_notes(unseen))
     for kind in sorted(unknown):
         m.notes.append(f"channel kind {kind!r} is unknown to this analyzer; "
                        "paired as a message channel (FIFO per sender)")

@@ -18,8 +18,12 @@ binary search; when the main sweep still stalls on a cycle through such a
 candidate (uncertain edges closing a cycle among themselves), the chain steps
 back to its previous send, and a candidate left out that way stays in
 ``Order.extra`` so that reachability still follows it. A stall with no uncertain
-edge on its cycle is a matching bug or a damaged trace: :class:`OrderCycleError`
-names the events, and nothing loops.
+edge on its cycle means a pairing is wrong (a write the tracer could not see
+shifted a channel's offsets, or the trace is damaged): the weakest pairing of
+the cycle is demoted to an uncertain receive and reported, so that every run
+can be ordered (:func:`compute_order`); only ``strict=True``, which tests use
+as an assertion, raises :class:`OrderCycleError` naming the events. Nothing
+loops.
 
 Vectors are packed into one int each (:class:`Packing`): every entry is a
 fixed-width bit field with a spare top bit, so that the element-wise maximum
@@ -127,6 +131,12 @@ class Order:
     """Receive id → its certain sends, for receives with several."""
     chosen: dict[int, list[int]] = field(default_factory=dict)
     """Uncertain receive id → the candidate sends it was finally ordered after."""
+    demoted: list[tuple[int, int]] = field(default_factory=list)
+    """(send, receive) pairings of the matching that closed a cycle of certain edges:
+    the receive would happen before its own send. Each was taken out and its receive
+    ordered as an uncertain one instead (:func:`compute_order`)."""
+    hub_demoted: list[tuple[int, int]] = field(default_factory=list)
+    """(hub, receive): as ``demoted``, for a receive's membership of a hub."""
     _sources: dict[int, list[int]] | None = None
 
     @property
@@ -147,6 +157,11 @@ class Order:
     @property
     def base(self) -> Vector:
         return (-1,) * len(self.process_keys)
+
+    @property
+    def demoted_receives(self) -> set[int]:
+        """Receives that lost a pairing because it closed a cycle."""
+        return {r for _, r in self.demoted} | {r for _, r in self.hub_demoted}
 
     @property
     def rvecs(self) -> list[list[Vector]]:
@@ -215,8 +230,109 @@ class Order:
         return self.lamport[offsets[p] + k] + (clock - self.clocks[p][k])
 
 
-def compute_order(m: Matching) -> Order:
-    """Sweep all events once; raise :class:`OrderCycleError` on a real cycle."""
+def compute_order(m: Matching, *, strict: bool = False) -> Order:
+    """Happens-before of a matching; never fails on a cycle unless ``strict``.
+
+    First the certain edges and hubs alone are swept. A cycle among them (a
+    receive paired with a send that the recorded order puts after it) is
+    broken by demoting one of its pairings (:func:`_weakest`) to an uncertain
+    receive (:func:`_demoted_candidates`); ``strict`` raises
+    :class:`OrderCycleError` instead, which tests use as an assertion. Then,
+    if there are uncertain receives, the full sweep orders them.
+    """
+    certain = _sweep(replace(m, uncertain=[]), None, strict)
+    if not m.uncertain and not certain.demoted and not certain.hub_demoted:
+        return certain
+    if certain.demoted or certain.hub_demoted:
+        m = _demote(m, certain.demoted, certain.hub_demoted)
+    order = _sweep(m, certain, strict)  # cycles left can only run through uncertain edges
+    order.demoted[:0] = certain.demoted
+    order.hub_demoted[:0] = certain.hub_demoted
+    order.notes[:0] = _demotion_notes(m, order.demoted_receives)
+    return order
+
+
+DEMOTION_RANK = {"tcp": 1, "unix": 1, "ssl": 1, "pipe": 1, "proc": 4, "exit": 4}
+"""Which pairing of a cycle to doubt first (lowest): byte offsets shift when a write
+goes unseen; a spawn token or a pid is hard to get wrong. Message kinds rank 2,
+collectives (hubs) 3."""
+
+
+def _weakest(m: Matching, cycle: list[tuple[int, int, bool]],
+             is_edge: Callable[[int, int], bool]) -> tuple[int, int]:
+    """The (receive, send) step of a cycle of certain pairings to demote.
+
+    One pairing per cycle, so that every other recorded order is kept (more
+    order only ever widens impact). First choice: a receive paired with a later
+    send of its own process (its own clock says the pairing is wrong; the
+    wakeup byte of a signal handler on asyncio's self-pipe does this); then by
+    :data:`DEMOTION_RANK`; then the first in the cycle.
+    """
+    events, proc_of = m.events, m.proc_of
+
+    def rank(step: tuple[int, tuple[int, int, bool]]) -> tuple[int, int]:
+        k, (r, s, _) = step
+        if proc_of[r] == proc_of[s]:
+            return (0, k)
+        if not is_edge(r, s):
+            return (3, k)
+        return (DEMOTION_RANK.get(events[r].kind, 2), k)
+
+    _, (r, s, _) = min(enumerate(cycle), key=rank)
+    return r, s
+
+
+def _demote(m: Matching, demoted: list[tuple[int, int]],
+            hub_demoted: list[tuple[int, int]]) -> Matching:
+    """``m`` with the demoted pairings taken out and their receives made uncertain.
+
+    The candidates of a receive demoted from a point-to-point pairing are the
+    sender's sends on the same channel up to the paired one: if the offsets or
+    indexes were shifted by writes distea could not see, its true sender is
+    one of those, or unseen. Of a hub (collective), all the hub's sends. The
+    sweep then orders the receive after the latest candidate of each chain that
+    is not causally after it (safe), as for every uncertain receive.
+    """
+    events, proc_of = m.events, m.proc_of
+    chains: dict[int, list[tuple[int, ...]]] = {}
+    hub_loss: dict[int, set[int]] = {}
+    for h, r in hub_demoted:
+        hub_loss.setdefault(h, set()).add(r)
+        by_proc: dict[int, list[int]] = {}
+        for x in m.hubs[h][0]:
+            by_proc.setdefault(proc_of[x], []).append(x)
+        chains.setdefault(r, []).extend(tuple(sorted(c)) for c in by_proc.values())
+    gone = set(demoted)
+    for s, r in gone:
+        ev = events[s]
+        chain = tuple(i for i in m.events_of(proc_of[s]) if i <= s
+                      and events[i].direction == "send" and events[i].kind == ev.kind
+                      and events[i].channel == ev.channel)
+        chains.setdefault(r, []).append(chain)
+    hubs = [(sends, tuple(x for x in recvs if x not in hub_loss.get(h, ())))
+            for h, (sends, recvs) in enumerate(m.hubs)]
+    return replace(m, edges=[e for e in m.edges if e not in gone], hubs=hubs,
+                   uncertain=m.uncertain + [(r, tuple(c)) for r, c in chains.items()])
+
+
+def _demotion_notes(m: Matching, demoted: set[int]) -> list[str]:
+    """One problem line per channel whose pairings were demoted."""
+    per_channel: dict[tuple[str, str], int] = {}
+    for r in sorted(demoted):
+        ev = m.events[r]
+        per_channel[(ev.kind, ev.channel)] = per_channel.get((ev.kind, ev.channel), 0) + 1
+    return [f"{kind} channel {channel!r}: {count} receive(s) were paired with a send that "
+            "the recorded order puts after them (a write distea could not see, or a damaged "
+            "log); each is ordered after every earlier send on the channel instead (safe, "
+            "less precise)"
+            for (kind, channel), count in sorted(per_channel.items())]
+
+
+def _sweep(m: Matching, certain: Order | None, strict: bool) -> Order:
+    """Sweep all events once. ``certain``: the order of the certain edges alone, where
+    ``m`` has uncertain receives. A cycle among certain edges raises
+    :class:`OrderCycleError` if ``strict``, else its weakest pairing is dropped and
+    listed in ``Order.demoted``."""
     n = len(m.process_keys)
     events = m.events
     proc_of = m.proc_of
@@ -262,10 +378,9 @@ def compute_order(m: Matching) -> Order:
     # receive through certain edges alone (binary search: along a chain, "after the
     # receive" never turns false again). Only cycles among uncertain edges are left
     # for the sweep to break, one step at a time.
-    certain: Order | None = None
     stepped_back = 0  # chains whose latest send(s) are causally after the receive
     if soft:
-        certain = compute_order(replace(m, uncertain=[]))
+        assert certain is not None, "uncertain receives are ordered after the certain edges"
         for r, entries in soft.items():
             pr, cr = proc_of[r], clk[r]
             for entry in entries:
@@ -301,6 +416,8 @@ def compute_order(m: Matching) -> Order:
     ready = deque(range(n))
     queued = [True] * n
     dropped: list[tuple[int, int]] = []
+    demoted: list[tuple[int, int]] = []
+    hub_demoted: list[tuple[int, int]] = []
     notes: list[str] = []
 
     def blocker(r: int) -> tuple[int, bool] | None:
@@ -422,13 +539,30 @@ def compute_order(m: Matching) -> Order:
         cycle = _find_cycle(stuck[0], pos, proc_of, blocker)
         soft_step = next(((r, s) for r, s, is_soft in cycle if is_soft), None)
         if soft_step is None:
-            raise OrderCycleError(_describe_cycle(m, cycle), [events[r] for r, _, _ in cycle])
-        r, s = soft_step
-        for entry in soft[r]:
-            if entry[1] >= 0 and entry[0][entry[1]] == s:
-                entry[1] -= 1
-                dropped.append((r, s))
-                break
+            if strict:
+                raise OrderCycleError(_describe_cycle(m, cycle),
+                                      [events[r] for r, _, _ in cycle])
+            # Not yet swept, the receive can still lose this pairing: nothing has
+            # used its vector time. It is ordered as an uncertain receive later.
+            r, s = _weakest(m, cycle, lambda r, s: src1[r] == s or s in multi.get(r, ()))
+            if src1[r] == s or s in multi.get(r, ()):
+                if src1[r] == s:
+                    src1[r] = -1
+                else:
+                    multi[r].remove(s)
+                    if not multi[r]:
+                        del multi[r]
+                demoted.append((s, r))
+            else:
+                hub_demoted.append((hub_of.pop(r), r))
+            code[r] = 2 if r in multi or r in hub_of or r in soft else 1 if src1[r] >= 0 else 3
+        else:
+            r, s = soft_step
+            for entry in soft[r]:
+                if entry[1] >= 0 and entry[0][entry[1]] == s:
+                    entry[1] -= 1
+                    dropped.append((r, s))
+                    break
         p = proc_of[r]
         if not queued[p]:
             queued[p] = True
@@ -471,9 +605,11 @@ def compute_order(m: Matching) -> Order:
         dropped_candidates=stepped_back + len(extra),
         extra=extra,
         notes=notes,
-        edges=m.edges,
+        edges=[e for e in m.edges if e not in set(demoted)] if demoted else m.edges,
         multi=multi,
         chosen=chosen,
+        demoted=demoted,
+        hub_demoted=hub_demoted,
     )
 
 

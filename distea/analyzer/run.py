@@ -44,6 +44,21 @@ def _no_gc() -> Iterator[None]:
             gc.enable()
 
 
+def _count_demoted(m: Matching, order: Order) -> None:
+    """Move the receives whose pairing was demoted out of ``matched``: to ``ambiguous``
+    where the sweep ordered them after some candidate, else to ``external``."""
+    for r in sorted(order.demoted_receives):
+        counts = m.by_kind[m.events[r].kind]
+        counts.matched -= 1
+        m.matched -= 1
+        if order.sources.get(r) or r in order.hub_of:
+            counts.ambiguous += 1
+            m.ambiguous += 1
+        else:
+            counts.external += 1
+            m.external += 1
+
+
 class Run:
     """One recorded run, ready for queries."""
 
@@ -92,6 +107,7 @@ class Run:
             parent = self.label(child.parent) if child.parent else "the command"
             out.append(f"child {child.pid} ({' '.join(child.argv)[:100]}) of {parent} "
                        f"was not traced: {child.reason}")
+        order = self.order  # first: demoted pairings move counts out of ``matched``
         m = self.matching
         if m.external:
             out.append(f"{m.external} receives have no recorded send (external peer or lost "
@@ -100,7 +116,7 @@ class Run:
             out.append(f"{m.ambiguous} receives could not be paired with one send; each is "
                        "ordered after every candidate send (safe, less precise)")
         out.extend(m.notes)
-        out.extend(self.order.notes)
+        out.extend(order.notes)
         return out
 
     def label(self, key: str) -> str:
@@ -134,10 +150,14 @@ class Run:
 
     @cached_property
     def order(self) -> Order:
-        """Happens-before; raises OrderCycleError if the recorded order has a cycle."""
+        """Happens-before. A pairing that would close a cycle is demoted (and reported
+        in :attr:`problems`), so every run can be ordered."""
         matching = self.matching
         with _no_gc():
-            return compute_order(matching)
+            order = compute_order(matching)
+        if order.demoted or order.hub_demoted:
+            _count_demoted(matching, order)
+        return order
 
     @cached_property
     def analysis(self) -> Analysis:

@@ -76,7 +76,6 @@ class QueryFailed(click.ClickException):
 @contextmanager
 def _errors() -> Iterator[None]:
     """Turn analysis errors into one clear line on stderr (click prints it, exits 1)."""
-    from distea.analyzer.order import OrderCycleError
     from distea.analyzer.resolve import QueryError
     from distea.traceformat import TraceFormatError
 
@@ -84,8 +83,6 @@ def _errors() -> Iterator[None]:
         yield
     except (TraceFormatError, QueryError) as exc:
         raise QueryFailed(str(exc)) from None
-    except OrderCycleError as exc:
-        raise QueryFailed(f"cannot order this run: {exc}") from None
 
 
 def _load(run_dir: Path | None) -> Run:
@@ -94,7 +91,6 @@ def _load(run_dir: Path | None) -> Run:
 
     with _errors():
         run = Run.load(run_dir if run_dir is not None else latest_run())
-        run.order  # noqa: B018 - order now so that a cycle is reported as an error here
     if run_failed(run.data.meta):
         # a failed or interrupted run is read like any other, but never silently
         click.echo(f"note: run {run.path}: {run_headline(run.data.meta)}", err=True)

@@ -30,6 +30,7 @@ CHANNEL_MODULES = (
     ("distea.tracer.channels.datagrams", "DatagramChannel"),
     ("distea.tracer.channels.multiprocessing", "MultiprocessingChannel"),
     ("distea.tracer.channels.files", "FileChannel"),
+    ("distea.tracer.channels.wakeup", "WakeupChannel"),
 )
 DEFERRED_CHANNELS = (
     ("zmq", "distea.tracer.channels.zmq", "ZmqChannel"),

@@ -136,10 +136,8 @@ def compute_order(m: Matching) -> Order:
     for r in soft:
         code[r] = 2
     snap_vec: list[Vector | None] = [None] * n_events  # vector known at each processed send
-    # clock of the receive that last changed each process's vector (-1: none yet), and
-    # that clock as seen at each send: a receiver that already knows it learns nothing new
+    # clock of the receive that last changed each process's vector (-1: none yet)
     know_t = [-1] * n
-    snap_t = [-1] * n_events
     lamport = [0] * n_events
     done = bytearray(n_events)
     last_l = [0] * n  # Lamport and clock of each process's last processed event
@@ -187,7 +185,6 @@ def compute_order(m: Matching) -> Order:
                 kind = code[i]
                 if kind == 0:  # send: remember what p knows
                     snap_vec[i] = kp
-                    snap_t[i] = kt
                     lp += c - cp
                     lamport[i] = lp
                     cp = c
@@ -206,8 +203,10 @@ def compute_order(m: Matching) -> Order:
                         break
                     sv = snap_vec[s]
                     q = proc_of[s]
-                    if sv is kp or kp[q] >= snap_t[s]:
-                        # p already knows the receive that gave q this vector: nothing new
+                    # (Its shortcut "p knows q's clock at the receive that last set q's
+                    # vector, so nothing is new" was dropped: with two events of q at one
+                    # clock, a send after that receive, it lost what the receive brought.)
+                    if sv is kp:
                         vec = list(kp)
                     else:  # element-wise max; a comprehension is much faster than map(max)
                         vec = [a if a >= b else b for a, b in zip(kp, sv, strict=True)]  # type: ignore[arg-type]

@@ -123,15 +123,24 @@ def test_errors_are_one_line_without_traceback(run_dir: Path, tmp_path: Path) ->
     assert "Traceback" not in result.output
 
 
-def test_cycle_is_an_error_line(tb: TraceBuilder) -> None:
+def test_cycle_is_a_problem_line_not_an_error(tb: TraceBuilder) -> None:
+    """A pairing that closes a cycle is demoted: show and every query go on, and the
+    channel is named in the problems (terminal and JSON)."""
     a, b = tb.process("A"), tb.process("B")
+    a.run("app.a", 1, 3)
     a.recv(1, "tcp", "b>a", 0, 1)
     a.send(2, "tcp", "a>b", 0, 1)
     b.recv(3, "tcp", "a>b", 0, 1)
     b.send(5, "tcp", "b>a", 0, 1)
-    result = invoke("show", "--run", str(tb.write()))
-    assert result.exit_code != 0 and "cycle" in result.stderr
-    assert len(result.stderr.strip().splitlines()) == 1
+    path = str(tb.write())
+    shown = invoke("show", "--run", path)
+    assert shown.exit_code == 0, shown.output
+    assert "tcp channel" in shown.stdout and "cannot order" not in shown.output
+    query = invoke("impact", "--run", path, "app.a")
+    assert query.exit_code == 0 and "tcp channel" in query.stdout
+    as_json = json.loads(invoke("impact", "--run", path, "--json", "app.a").stdout)
+    assert any("tcp channel 'b>a'" in p or "tcp channel 'a>b'" in p
+               for p in as_json["problems"])
 
 
 def test_default_run_is_the_latest(tb: TraceBuilder, tmp_path: Path,

@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import os
+import posix
+import signal
 import socket
 import sys
 import threading
@@ -16,6 +18,7 @@ from distea.tracer.channels.importhooks import IMPORT_HOOKS, ImportHooks
 from distea.tracer.channels.multiprocessing import MultiprocessingChannel
 from distea.tracer.channels.sockets import SocketChannel
 from distea.tracer.channels.torch_distributed import TorchDistributedChannel
+from distea.tracer.channels.wakeup import WakeupChannel
 from distea.tracer.channels.zmq import ZmqChannel
 
 
@@ -49,6 +52,7 @@ def patched_state() -> dict[str, Any]:
     return {
         "os.read": os.read, "os.write": os.write, "os.pipe": os.pipe, "os.open": os.open,
         "os.close": os.close, "os.dup": os.dup, "os.dup2": os.dup2,
+        "posix": dict(vars(posix)), "signal.set_wakeup_fd": signal.set_wakeup_fd,
         "socketpair": socket.socketpair, "sendto": socket.socket.sendto,
         "recvfrom": socket.socket.recvfrom, "recvfrom_into": socket.socket.recvfrom_into,
         "send": socket.socket.send, "recv": socket.socket.recv,
@@ -64,7 +68,7 @@ def test_install_then_uninstall_restores_everything() -> None:
     before = patched_state()
     session = StubSession()
     channels = [SocketChannel(), DatagramChannel(), MultiprocessingChannel(), ZmqChannel(),
-                TorchDistributedChannel()]
+                TorchDistributedChannel(), WakeupChannel()]
     for channel in channels:
         channel.install(session)  # type: ignore[arg-type]
         session.channels.append(channel)

@@ -1,0 +1,55 @@
+"""CPython's own socket and asyncio suites under ``distea run``: same results, analysable.
+
+``test_socketserver`` and ``test_asyncio.test_streams`` passed traced before,
+but every query on their run failed ("the recorded order has a cycle"):
+asyncio's self-pipe got the C signal handler's unseen wakeup bytes. They run
+here through the public-suite runner (benchmarks/suites.py), with a spawn
+subset of ``_test_multiprocessing``, where the
+interpreter ships ``Lib/test`` (pyenv and python.org builds do; Debian's
+python3 splits it into ``libpython3-testsuite``), and must give the same
+test results traced as untraced, a run whose order needs no demoted pairing,
+and a query that runs.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import sys
+
+import pytest
+
+from benchmarks.suites import run_suite
+from tests.tracing import REPO
+
+pytestmark = pytest.mark.skipif(
+    importlib.util.find_spec("test.support") is None,
+    reason=f"{sys.executable} does not ship CPython's Lib/test (test.support)")
+
+
+@pytest.mark.parametrize("suite", ["cpython:test_socketserver",
+                                   "cpython:test_asyncio.test_streams"])
+def test_cpython_suite_traced_as_untraced_and_analysable(suite: str) -> None:
+    row = run_suite(suite, sys.executable, REPO, [], None)
+    assert row.untraced.passed > 20 and row.untraced.exit_status == 0, row
+    assert row.same_results, (row.untraced, row.traced)
+    assert row.traced.exit_status == row.untraced.exit_status
+    a = row.analysis
+    assert a.analysable, a.error
+    assert a.demoted == 0, a.problems  # no pairing closes a cycle any more
+    assert a.receives > 0 and a.processes >= 1
+    assert a.ambiguous_share <= 0.1, a
+
+
+def test_multiprocessing_spawn_queues_traced_as_untraced_and_analysable() -> None:
+    """A spawn subset of ``_test_multiprocessing`` (the queue tests, processes).
+
+    The issue's bound, ambiguous <= 1% of receives, waits for exact shared-queue
+    pairing (issue 15 item 4, another branch): on this branch about 6% of these
+    receives are ambiguous, so only analysability and equal results are asserted.
+    """
+    row = run_suite("mp:spawn/processes -m *Queue*", sys.executable, REPO, [], None)
+    assert row.untraced.passed >= 5 and row.untraced.exit_status == 0, row
+    assert row.same_results, (row.untraced, row.traced)
+    a = row.analysis
+    assert a.analysable and a.demoted == 0, (a.error, a.problems)
+    assert a.processes > 2 and a.receives > 0
