@@ -22,7 +22,8 @@ inode); the path is in ``meta`` for people to read. Pairing,
 by same-host real time, is :mod:`distea.analyzer.match_files`.
 
 What is left out costs one string check per open: the interpreter's own
-files (``sys.prefix``, site-packages), ``.pyc`` files, ``/proc``, ``/dev``,
+files (``sys.prefix``, site-packages), Python code (``.py``, ``.pyc``: the
+import system reads sources through ``_io.open`` too, via ``open_code``), ``/proc``, ``/dev``,
 ``/sys`` and the run directory, and anything that is not a regular file
 (pipes, sockets, terminals: other channels). Files that only one process
 touches are dropped by the analyzer, so they add no edge and no noise.
@@ -57,6 +58,7 @@ KIND = "file"
 WRITE_FLAGS = os.O_WRONLY | os.O_RDWR
 SKIPPED_PREFIXES = ("/proc/", "/dev/", "/sys/")
 SKIPPED_PARTS = ("/site-packages/", "/dist-packages/", "/__pycache__/")
+CODE_SUFFIXES = (".py", ".pyc", ".pyw")
 
 
 class FileChannel:
@@ -97,8 +99,8 @@ class FileChannel:
             return None
         if isinstance(path, bytes):
             path = os.fsdecode(path)
-        if path.endswith(".pyc"):
-            return None
+        if path.endswith(CODE_SUFFIXES):
+            return None  # code, not data: also what importlib's open_code reads through _io.open
         absolute = path if path.startswith("/") else os.path.join(os.getcwd(), path)
         if absolute.startswith(self.skipped) or any(p in absolute for p in SKIPPED_PARTS):
             return None
