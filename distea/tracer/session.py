@@ -199,6 +199,13 @@ class TracerSession:
         """Final flush: stacks, stats, END. Safe to call twice; never raises."""
         if self.finished:
             return
+        if reason == "exit":
+            # The interpreter flushes buffered standard streams after the tracer is
+            # gone: a channel that records them (pipes) flushes them first.
+            for channel in self.channels:
+                flush = getattr(channel, "flush_at_exit", None)
+                if flush is not None:
+                    self.guarded(flush)
         self.finished = True
         try:
             self.monitor.stop()

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import builtins
+import io
 import os
 import socket
 import sys
@@ -14,6 +16,7 @@ import zmq
 from distea.tracer.channels.datagrams import DatagramChannel
 from distea.tracer.channels.importhooks import IMPORT_HOOKS, ImportHooks
 from distea.tracer.channels.multiprocessing import MultiprocessingChannel
+from distea.tracer.channels.pipes import PipeChannel
 from distea.tracer.channels.sockets import SocketChannel
 from distea.tracer.channels.torch_distributed import TorchDistributedChannel
 from distea.tracer.channels.zmq import ZmqChannel
@@ -49,6 +52,7 @@ def patched_state() -> dict[str, Any]:
     return {
         "os.read": os.read, "os.write": os.write, "os.pipe": os.pipe, "os.open": os.open,
         "os.close": os.close, "os.dup": os.dup, "os.dup2": os.dup2,
+        "io.open": io.open, "open": builtins.open,
         "socketpair": socket.socketpair, "sendto": socket.socket.sendto,
         "recvfrom": socket.socket.recvfrom, "recvfrom_into": socket.socket.recvfrom_into,
         "send": socket.socket.send, "recv": socket.socket.recv,
@@ -63,8 +67,8 @@ def patched_state() -> dict[str, Any]:
 def test_install_then_uninstall_restores_everything() -> None:
     before = patched_state()
     session = StubSession()
-    channels = [SocketChannel(), DatagramChannel(), MultiprocessingChannel(), ZmqChannel(),
-                TorchDistributedChannel()]
+    channels = [SocketChannel(), DatagramChannel(), PipeChannel(), MultiprocessingChannel(),
+                ZmqChannel(), TorchDistributedChannel()]
     for channel in channels:
         channel.install(session)  # type: ignore[arg-type]
         session.channels.append(channel)
@@ -81,7 +85,7 @@ def test_install_then_uninstall_restores_everything() -> None:
 
 def test_patched_os_functions_keep_their_names() -> None:
     session = StubSession()
-    channel = DatagramChannel()
+    channel = PipeChannel()
     channel.install(session)  # type: ignore[arg-type]
     try:
         assert os.read.__name__ == "read" and os.write.__doc__
