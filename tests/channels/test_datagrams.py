@@ -129,7 +129,7 @@ def pipes(folder):
     def body():
         fd = os.open(fifo, os.O_WRONLY)
         fifo_before_send()
-        os.write(fd, b"through a fifo")
+        os.write(fd, b"through the fifo")
         os.close(fd)
     pid = in_child(body)
     fd = os.open(fifo, os.O_RDONLY)
@@ -196,14 +196,14 @@ SCENARIOS = [
     ("unixgram", "pair", "pairs", b"pair datagram"),
     ("unix", "stream_pair", "pairs", None),
     ("pipe", "pipe", "pipes", b"through a pipe"),
-    ("pipe", "fifo", "pipes", b"through a fifo"),
+    ("pipe", "fifo", "pipes", b"through the fifo"),
 ]
 
 
 def test_output_and_no_tracer_errors(traced) -> None:
     assert traced.stdout == (
         "b'udp datagram'\nb'connected datagram'\nb'unix datagram'\nb'pair datagram'\n"
-        "b'pair stream'\nb'through a pipe'\nb'through a fifo'\n")
+        "b'pair stream'\nb'through a pipe'\nb'through the fifo'\n")
     assert traced.errors() == 0
 
 
