@@ -29,7 +29,7 @@ main()
 '''
 
 PARENT = r'''
-import subprocess, sys
+import os, subprocess, sys
 
 def handle_a(line):
     return line.strip()
@@ -43,7 +43,9 @@ def handle_b(line):
 
 def main():
     argv = [sys.executable, *sys.argv[1:], "child.py"]
-    p = subprocess.Popen(argv, stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
+    env = {k: v for k, v in os.environ.items() if k != "PYTHONUNBUFFERED"}
+    p = subprocess.Popen(argv, stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True,
+                         env=env)
     got = [handle_a(p.stdout.readline())]
     ack(p)
     got.append(handle_b(p.stdout.readline()))
@@ -60,7 +62,8 @@ main()
 def lines(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory) -> Traced:
     """The parent reads the child's lines with ``readline``; the child waits for an ack.
 
-    ``unbuffered``: the child runs with ``-u`` (its stdout has no buffer layer).
+    ``buffered``: the child's stdout has a buffer layer (PYTHONUNBUFFERED is
+    taken out of its environment); ``unbuffered``: the child runs with ``-u``.
     """
     folder = tmp_path_factory.mktemp("lines") / "app"
     folder.mkdir()
@@ -117,14 +120,15 @@ produce(sys.stdin.read())
 '''
 
 COMMUNICATE_PARENT = r'''
-import subprocess, sys
+import os, subprocess, sys
 
 def handle(out):
     return out.split()
 
 def main():
-    p = subprocess.Popen([sys.executable, "child.py"], stdin=subprocess.PIPE,
-                         stdout=subprocess.PIPE, text=True)
+    env = {k: v for k, v in os.environ.items() if k != "PYTHONUNBUFFERED"}
+    p = subprocess.Popen([sys.executable, "-m", "child"], stdin=subprocess.PIPE,
+                         stdout=subprocess.PIPE, text=True, env=env)
     out, _ = p.communicate("one two three")
     print(handle(out))
 
@@ -136,10 +140,12 @@ def test_communicate_reads_what_the_child_flushed_at_exit(program) -> None:
     program("child.py", COMMUNICATE_CHILD)
     traced = run_both(program("parent.py", COMMUNICATE_PARENT))
     assert traced.stdout == "['ONE', 'TWO', 'THREE']\n"
-    # The child's output leaves at its final flush, after its last line of code:
-    # the tracer flushes it before it finishes, so it is recorded, and every
-    # read of communicate() is paired with it.
-    child_sends = [ev for ev in traced.events("pipe", "send") if traced.role(ev) == "child.py"]
+    # The child's output leaves at its final flush. Run with -m, the interpreter
+    # flushes stdout only while it finalizes, after the tracer has finished (a
+    # script file gets one more flush right after its last line): the tracer
+    # flushes it first, so it is recorded, and every read of communicate() is
+    # paired with it.
+    child_sends = [ev for ev in traced.events("pipe", "send") if traced.role(ev) == "child"]
     parent_reads = [ev for ev in traced.events("pipe", "recv") if traced.role(ev) == "parent.py"]
     out = {ev.channel for ev in parent_reads}
     assert sum(ev.end - ev.start for ev in child_sends if ev.channel in out) == len(
