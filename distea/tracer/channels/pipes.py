@@ -107,29 +107,45 @@ class FileIO(io.FileIO):
     fill a read buffer, ``readall`` for ``read()``, ``write`` at a flush),
     so one record stands for one system call, whatever the program asked
     of the layers above. Once the tracer has finished, it only does the I/O.
+
+    The pipe behind the descriptor is looked up once and kept with the
+    channel's descriptor epoch: any ``os.close``/``dup2``/new descriptor
+    made through ``os`` moves the epoch, and the next call looks again (a
+    ``dup2`` over descriptor 1 must not be taken for the old pipe). Errors
+    of the tracer are counted, never raised.
     """
 
     _distea_channel: PipeChannel | None = None
     """Set on the class by :meth:`PipeChannel.install`."""
+    _distea_epoch = -1
+    _distea_pipe: _Counts | None = None
 
-    def _distea_counts(self) -> _Counts | None:
-        channel = self._distea_channel
-        if channel is None or channel.session is None or channel.session.finished:
-            return None
+    def _distea_counts(self, channel: PipeChannel) -> _Counts | None:
+        """This file's pipe now (the cached one while the channel's epoch holds)."""
+        if self._distea_epoch == channel.epoch:
+            return self._distea_pipe
         try:
-            return channel.counts_of(os.fstat(self.fileno()).st_ino)
+            st = os.fstat(self.fileno())
+            pipe = channel.counts_of(st.st_ino) if stat.S_ISFIFO(st.st_mode) else None
         except Exception:
             channel.error()
             return None
+        self._distea_pipe, self._distea_epoch = pipe, channel.epoch
+        return pipe
 
     def _distea_received(self, size: int) -> None:
         channel = self._distea_channel
-        counts = self._distea_counts()
-        if counts is None or channel is None or channel.session is None:
+        session = channel.session if channel is not None else None
+        if channel is None or session is None or session.finished:
             return
-        start = counts.read
-        counts.read = start + size
-        channel.session.recv(KIND, counts.name, start, start + size)
+        try:
+            counts = self._distea_counts(channel)
+            if counts is not None:
+                start = counts.read
+                counts.read = start + size
+                session.recv(KIND, counts.name, start, start + size)
+        except Exception:
+            channel.error()
 
     def _distea_before_read(self) -> None:
         channel = self._distea_channel
@@ -141,37 +157,45 @@ class FileIO(io.FileIO):
 
     def read(self, size: int | None = -1) -> bytes:
         self._distea_before_read()
-        data = super().read(size)
+        data = io.FileIO.read(self, size)
         if data:
             self._distea_received(len(data))
         return data
 
     def readall(self) -> bytes:
         self._distea_before_read()
-        data = super().readall()
+        data = io.FileIO.readall(self)
         if data:
             self._distea_received(len(data))
         return data
 
     def readinto(self, buffer: Any) -> int | None:
         self._distea_before_read()
-        size = super().readinto(buffer)
+        size = io.FileIO.readinto(self, buffer)
         if size:
             self._distea_received(size)
         return size
 
     def write(self, data: Any) -> int:
         channel = self._distea_channel
-        counts = self._distea_counts()
-        reserved = None
-        if counts is not None and channel is not None and channel.session is not None:
-            reserved = channel.session.stamp()
-        written = super().write(data)
-        if written and reserved is not None and counts is not None and channel is not None:
-            start = counts.written
-            counts.written = start + written
-            channel.session.send(KIND, counts.name, start, start + written, None,  # type: ignore[union-attr]
-                                 stamp=reserved)
+        session = channel.session if channel is not None else None
+        if channel is None or session is None or session.finished:
+            return io.FileIO.write(self, data)
+        counts = reserved = None
+        try:
+            counts = self._distea_counts(channel)
+            if counts is not None:
+                reserved = session.stamp()
+        except Exception:
+            channel.error()
+        written = io.FileIO.write(self, data)
+        if written and counts is not None and reserved is not None:
+            try:
+                start = counts.written
+                counts.written = start + written
+                session.send(KIND, counts.name, start, start + written, None, stamp=reserved)
+            except Exception:
+                channel.error()
         return written
 
 
@@ -185,6 +209,8 @@ class PipeChannel:
         """pipe inode → its counts in this process (inherited by a forked child)."""
         self.std_streams: list[Any] = []
         """The standard streams this channel rebuilt over :class:`FileIO`."""
+        self.epoch = 0
+        """Moves whenever a descriptor is made or closed through ``os`` (see :class:`FileIO`)."""
 
     def install(self, session: TracerSession) -> None:
         self.session = session
@@ -235,6 +261,7 @@ class PipeChannel:
         return ino
 
     def forget(self, *fds: int) -> None:
+        self.epoch += 1
         for fd in fds:
             self.fds.pop(fd, None)
 
