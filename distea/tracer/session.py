@@ -468,6 +468,12 @@ class TracerSession:
         except Exception:
             self.errors += 1
 
+    def service_if_due(self) -> None:
+        """What a new message record would have triggered (a due flush, periodic
+        work), for a channel that extended a pending record instead (pipes)."""
+        if monotonic() >= self._due[0]:
+            self._service()
+
     def _service(self) -> None:
         """Flush what has waited long enough or filled a batch; now and then send
         last clocks and stats too. Message events call this when ``_due`` has

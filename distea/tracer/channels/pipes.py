@@ -58,6 +58,7 @@ import os
 import socket
 import stat
 import sys
+from threading import get_ident
 
 from distea.tracer.channels.multiprocessing import GUARD
 from distea.tracer.channels.patching import Patches
@@ -181,22 +182,13 @@ class FileIO(io.FileIO):
         session = channel.session if channel is not None else None
         if channel is None or session is None or session.finished:
             return io.FileIO.write(self, data)
-        counts = reserved = None
-        try:
-            counts = self._distea_counts(channel)
-            if counts is not None:
-                reserved = session.stamp()
-        except Exception:
-            channel.error()
-        written = io.FileIO.write(self, data)
-        if written and counts is not None and reserved is not None:
-            try:
-                start = counts.written
-                counts.written = start + written
-                session.send(KIND, counts.name, start, start + written, None, stamp=reserved)
-            except Exception:
-                channel.error()
-        return written
+        if self._distea_epoch == channel.epoch:
+            counts = self._distea_pipe
+        else:
+            counts = self._distea_counts(channel)  # guards itself
+        if counts is None:
+            return io.FileIO.write(self, data)
+        return channel.coalesced_write(self, data, counts, session)
 
 
 class PipeChannel:
@@ -211,6 +203,8 @@ class PipeChannel:
         """The standard streams this channel rebuilt over :class:`FileIO`."""
         self.epoch = 0
         """Moves whenever a descriptor is made or closed through ``os`` (see :class:`FileIO`)."""
+        self.last_send: tuple[Any, _Counts] | None = None
+        """The last pipe send record of a file object's write, and its pipe (coalescing)."""
 
     def install(self, session: TracerSession) -> None:
         self.session = session
@@ -247,6 +241,64 @@ class PipeChannel:
         if counts is None:
             counts = self.pipes[ino] = _Counts(ino)
         return counts
+
+    def coalesced_write(self, file: FileIO, data: Any, counts: _Counts,
+                        session: TracerSession) -> int:
+        """``file.write(data)`` on ``counts``'s pipe, recorded as a send.
+
+        A write that follows this thread's previous pipe send with nothing
+        recorded in between (no other event moved the clock, the send is
+        still the last pending record, on the same pipe) extends that send
+        instead of adding one: the record moves to a clock reserved before
+        the bytes left and now ends at the new offset. Nothing was recorded
+        between the two writes, so every method that ran between them ran
+        at the old clock: a receive paired with the extended send still
+        comes after all of them (safe), and an unbuffered ``print`` loop
+        (``-u``, two writes a line) pays one clock tick and a tuple per write
+        instead of a full record. If anything was recorded meanwhile (another
+        thread), the write gets a record of its own at the reserved clock.
+        """
+        records = session.emitter.pending
+        clock = session.clock
+        previous = self.last_send
+        reserved: tuple[int, int] | None = None
+        extend = None
+        try:
+            if (previous is not None and previous[1] is counts and records
+                    and records[-1] is previous[0]):
+                extend = previous[0]
+                if (extend[1] != clock.value or extend[6] != get_ident()
+                        or extend[4] != counts.written):
+                    extend = None
+            if extend is not None:
+                clock.value = value = clock.value + 1
+                reserved = (value, extend[5])
+            else:
+                reserved = session.stamp()
+        except Exception:
+            self.error()
+        written = io.FileIO.write(file, data)
+        if not written or reserved is None:
+            return written
+        try:
+            start = counts.written
+            counts.written = end = start + written
+            value = reserved[0]
+            if (extend is not None and records and records[-1] is extend
+                    and clock.value == value and extend[4] == start):
+                record = (extend[0], value, extend[2], extend[3], end, extend[5], extend[6],
+                          extend[7])
+                records[-1] = record
+                self.last_send = (record, counts)
+                session.service_if_due()
+                return written
+            session.send(KIND, counts.name, start, end, None, stamp=reserved)
+            last = records[-1] if records else None
+            self.last_send = ((last, counts) if last is not None and last[1] == value
+                              and last[4] == end else None)
+        except Exception:
+            self.error()
+        return written
 
     def pipe_inode(self, fd: int) -> int:
         """The pipe inode behind ``fd``, or -1; a cached pipe is checked again."""
