@@ -23,8 +23,6 @@ import sys
 import tempfile
 from pathlib import Path
 
-from tests.tracing import DISTEA
-
 PROGRAM = '''
 import sys, time
 
@@ -40,6 +38,7 @@ def main(n):
 
 main(int(sys.argv[1]))
 '''
+DISTEA = Path(sys.executable).parent / "distea"
 CONFIGS = [(traced, sink) for traced in (False, True) for sink in ("pipe", "file")]
 
 
