@@ -276,3 +276,61 @@ def test_fork_sharing_a_pipe(program) -> None:
     # Safe either way: after_turns and after_both both run after a read that
     # (certainly or possibly) got the child's byte.
     assert {"shared.after_turns", "shared.after_both"} <= traced.impacted("shared.child_writes")
+
+
+SAME = r'''
+import io, os, pickle, subprocess, sys
+
+def describe(stream):
+    layers = [type(stream).__name__]
+    buffer = getattr(stream, "buffer", None)
+    if buffer is not None:
+        layers.append(type(buffer).__name__)
+        raw = getattr(buffer, "raw", None)
+        layers.append(isinstance(raw if raw is not None else buffer, io.FileIO))
+    return (layers, stream.encoding, stream.errors, stream.line_buffering,
+            stream.write_through, stream.mode, stream.name, stream.fileno(), stream.closed)
+
+if sys.argv[1:] == ["child"]:
+    print(describe(sys.stdin), describe(sys.stdout), describe(sys.stderr))
+    print(repr(sys.stdin.readline()), sys.stdin.read().split("\r"))
+    sys.exit(0)
+
+p = subprocess.Popen([sys.executable, __file__, "child"], stdin=subprocess.PIPE,
+                     stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+out, err = p.communicate(b"first\nsecond\r\nthird\r")
+print(out.decode(), err.decode(), p.returncode)
+print(sys.stdout is sys.__stdout__, describe(sys.stdout), describe(sys.stderr))
+for mode, buffering in (("rb", -1), ("rb", 0), ("r", -1), ("r", 1), ("rb", 7)):
+    r, w = os.pipe()
+    with open(w, "w" if "b" not in mode else "wb", closefd=True) as f:
+        print(type(f).__name__, f.write("a\nb\r\n" if "b" not in mode else b"a\nb\r\n"))
+    with os.fdopen(r, mode, buffering) as f:
+        print(mode, buffering, type(f).__name__, repr(f.readline()), repr(f.read()),
+              getattr(f, "newlines", None))
+for bad in ({"mode": "rw"}, {"mode": "r", "buffering": 0}, {"mode": "rb", "encoding": "x"},
+            {"mode": "r", "encoding": "no-such-codec"}):
+    r, w = os.pipe()
+    try:
+        open(r, **bad)
+    except (ValueError, LookupError) as exc:
+        print(type(exc).__name__, exc)
+    for fd in (r, w):
+        try:
+            os.close(fd)
+            print("was open")
+        except OSError:
+            print("was closed")
+print(pickle.loads(pickle.dumps(open)) is open, open.__name__, open.__module__)
+'''
+
+
+def test_streams_and_files_over_pipes_behave_as_untraced(program) -> None:
+    # run_both compares the traced output with the untraced one, byte for byte:
+    # the rebuilt standard streams (a pipe each, in the child) and open() over
+    # pipes report the same layers, settings, data and errors.
+    traced = run_both(program("same.py", SAME))
+    assert "['first\\n'" not in traced.stdout  # the child's lines are printed repr()
+    assert "'first\\n'" in traced.stdout and "ValueError" in traced.stdout
+    assert traced.errors() == 0
+    assert traced.run.matching.by_kind["pipe"].external == 0

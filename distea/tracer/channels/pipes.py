@@ -28,8 +28,9 @@ Where bytes cross a pipe in a Python process, and how each is seen:
   newline rules over a counting raw layer, so a child's ``print`` → the
   parent's read is an edge. Their last buffer is flushed (and recorded) when
   the tracer finishes at a normal exit, just before the interpreter would
-  have flushed it; at ``os._exit``, ``exec`` or a fatal signal nothing is
-  flushed, as untraced.
+  have flushed it, and they stay in place (recording nothing more) for the
+  interpreter's own last flush; at ``os._exit``, ``exec`` or a fatal signal
+  nothing is flushed, as untraced.
 
 Channel ``HOST:pipe:INODE``: ``fstat`` gives both ends of one pipe the same
 inode. ``start``/``end`` are byte offsets in the pipe's one direction as
@@ -201,6 +202,11 @@ class PipeChannel:
         """pipe inode → its counts in this process (inherited by a forked child)."""
         self.std_streams: list[Any] = []
         """The standard streams this channel rebuilt over :class:`FileIO`."""
+        self.std_patches = Patches()
+        """``sys.std*`` and ``sys.__std*__`` set to :attr:`std_streams`."""
+        self.exiting = False
+        """Set at a normal exit: the rebuilt streams stay (inert) for the interpreter
+        to flush last, as it would have flushed the originals."""
         self.epoch = 0
         """Moves whenever a descriptor is made or closed through ``os`` (see :class:`FileIO`)."""
         self.last_send: tuple[Any, _Counts] | None = None
@@ -215,11 +221,13 @@ class PipeChannel:
         self._adopt_std_streams()
 
     def uninstall(self) -> None:
-        for stream in self.std_streams:
-            # what waits leaves in order, before the old stream is back; an error
-            # meets the program at its next write or at exit, as untraced
-            with contextlib.suppress(Exception):
-                stream.flush()
+        if not self.exiting:
+            for stream in self.std_streams:
+                # what waits leaves in order, before the old stream is back; an error
+                # meets the program at its next write or at exit, as untraced
+                with contextlib.suppress(Exception):
+                    stream.flush()
+            self.std_patches.restore()
         self.std_streams = []
         self.patches.restore()
         if FileIO._distea_channel is self:
@@ -228,6 +236,7 @@ class PipeChannel:
     def flush_at_exit(self) -> None:
         """Called by the session at a normal exit, before it finishes: the interpreter
         would flush the standard streams right after the tracer is gone."""
+        self.exiting = True
         for stream in self.std_streams:
             with contextlib.suppress(Exception):  # the interpreter reports it at exit
                 stream.flush()
@@ -426,7 +435,7 @@ class PipeChannel:
                 try:
                     known = (session is not None and not session.finished
                              and channel.pipe_inode(file) >= 0 and len(args) <= 8
-                             and set(kwargs) <= set(OPEN_PARAMETERS))
+                             and set(kwargs) <= set(OPEN_PARAMETERS[len(args):]))
                 except Exception:
                     channel.error()
                     known = False
@@ -448,7 +457,8 @@ class PipeChannel:
         Only streams that are still the interpreter's own (``sys.stdout is
         sys.__stdout__``, plain io classes over descriptor 0, 1 or 2) are
         touched. What the old stream holds is flushed first; it is kept (the
-        patches hold it) and put back at uninstall.
+        patches hold it) and put back at uninstall, unless the process is
+        exiting (see :attr:`exiting`).
         """
         for name, fd in STD_STREAMS:
             try:
@@ -462,8 +472,8 @@ class PipeChannel:
                     continue
                 if stream.writable():
                     stream.flush()
-                self.patches.replace(sys, name, rebuilt)
-                self.patches.replace(sys, f"__{name}__", rebuilt)
+                self.std_patches.replace(sys, name, rebuilt)
+                self.std_patches.replace(sys, f"__{name}__", rebuilt)
                 self.std_streams.append(rebuilt)
             except Exception:
                 self.error()
@@ -476,9 +486,13 @@ def over_pipe(original: Any, arguments: dict[str, Any]) -> Any:
     checks the arguments (raising what it raises) and decides every default
     (encoding, line buffering); the same layers are then built over
     :class:`FileIO`. The model is dropped; closing it leaves the descriptor
-    open.
+    open. Arguments the original refuses go to the original itself, which
+    raises (and closes the descriptor or not) exactly as untraced.
     """
-    model = original(**(arguments | {"closefd": False}))
+    try:
+        model = original(**(arguments | {"closefd": False}))
+    except Exception:
+        return original(**arguments)  # the same error, with the original's own effects
     text = model if isinstance(model, io.TextIOWrapper) else None
     buffered = text.buffer if text is not None else model
     model_raw = buffered if isinstance(buffered, io.FileIO) else buffered.raw
