@@ -14,9 +14,10 @@ children all printing to one stdout pipe, two children started on one
 pipe) and nobody knows how their bytes interleaved: every receive of that
 pipe is then uncertain, ordered after the latest send of every other
 writer that is not causally after it (safe). The same holds when a reader
-got bytes that no recorded write carried: a writer distea did not see (a
-non-Python child, a C extension) shares the pipe and shifts every offset,
-so no offset is trusted and a note names the pipe. A pipe with reads but no
+got bytes that no recorded write carried, or that its own process wrote
+only later: a writer distea did not see (a non-Python child, a C extension,
+a C signal handler writing a wakeup byte) shares the pipe and shifts every
+offset, so no offset is trusted and a note names the pipe. A pipe with reads but no
 recorded write at all is external (its writer was not traced).
 
 Runs recorded before pipes were streams (the message index in
@@ -81,14 +82,17 @@ def match_pipe(m: Matching, sends: list[int], recvs: list[int]) -> PipeResult:
             continue
         byte = b - 1
         k = bisect_right(starts, byte) - 1
-        if k >= 0 and span(events[carriers[k]])[1] > byte:
-            pairs.append((carriers[k], r))
-        else:
+        s = carriers[k] if k >= 0 else -1
+        if s >= 0 and span(events[s])[1] > byte and not (
+                proc_of[s] == proc_of[r] and events[s].clock > events[r].clock):
+            pairs.append((s, r))
+        else:  # no recorded write carried it, or its own later write did: offsets shifted
             unseen += 1
     if unseen:
         m.notes.append(f"pipe {channel}: {unseen} reads got bytes that no recorded write "
-                       "carried (a writer distea did not see: a non-Python child, a C "
-                       "extension?); its receives are ordered safely, not by offsets")
+                       "carried before them (a writer distea did not see: a non-Python "
+                       "child, a C extension, a signal handler?); its receives are ordered "
+                       "safely, not by offsets")
         _all_uncertain(m, sends, recvs, out)
         return out
     m.edges.extend(pairs)
