@@ -193,6 +193,8 @@ class FileIO(io.FileIO):
 
 
 class PipeChannel:
+    """The pipe interceptor: ``os`` patches, ``open``, the standard streams, the counts."""
+
     def __init__(self) -> None:
         self.patches = Patches()
         self.session: TracerSession | None = None
