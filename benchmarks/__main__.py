@@ -431,6 +431,13 @@ def scale_call(quick: bool) -> Any:
     return call
 
 
+def startup_call(repeats: int) -> Any:
+    def call(module: Any) -> Any:
+        return module.measure_startup(max(repeats, 3))
+
+    return call
+
+
 def channels_call(repeats: int) -> Any:
     def call(module: Any) -> Any:
         return module.measure_channels(repeats)
@@ -545,6 +552,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--no-precision", action="store_true")
     parser.add_argument("--no-scale", action="store_true", help="skip analysis scale")
     parser.add_argument("--no-channels", action="store_true", help="skip channel costs")
+    parser.add_argument("--no-startup", action="store_true",
+                        help="skip the start-up section (per-process and distea run costs)")
     parser.add_argument("--out", type=Path, default=RESULTS,
                         help="where latest.md/json/png go (default benchmarks/results)")
     args = parser.parse_args(argv)
@@ -580,6 +589,8 @@ def main(argv: list[str] | None = None) -> int:
         optional_section("benchmarks.analysis_scale", scale_call(args.quick), log)
     chan_md, chan_data = ("_skipped (--no-channels)._", None) if args.no_channels else \
         optional_section("benchmarks.channels", channels_call(repeats), log)
+    start_md, start_data = ("_skipped (--no-startup)._", None) if args.no_startup else \
+        optional_section("benchmarks.startup", startup_call(repeats), log)
     elapsed = time.perf_counter() - began
 
     md = [
@@ -623,6 +634,10 @@ def main(argv: list[str] | None = None) -> int:
         "",
         chan_md,
         "",
+        "## Start-up (CPU and wall time; `python -m benchmarks.startup`)",
+        "",
+        start_md,
+        "",
     ]
     text = "\n".join(md)
     args.out.mkdir(parents=True, exist_ok=True)
@@ -633,7 +648,7 @@ def main(argv: list[str] | None = None) -> int:
     (args.out / "latest.json").write_text(json.dumps({
         "machine": env, "quick": args.quick, "repeats": repeats, "tools": tools,
         "elapsed_s": elapsed, "overhead": rows, "precision": precision,
-        "analysis_scale": scale_data, "channels": chan_data,
+        "analysis_scale": scale_data, "channels": chan_data, "startup": start_data,
     }, indent=2, default=str))
     figure = plot(rows, tools, args.out / "latest")
     print(text)

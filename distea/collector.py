@@ -1,43 +1,29 @@
-"""ZeroMQ PULL → run directory.
+"""ZeroMQ PULL → run directory, for runs whose processes are on several hosts.
 
-Tracers push batches ``[WIRE_MAGIC, header, payload]`` where the header is
-``[format, process_key, seq, final]`` and the payload is whole msgpack
-records. The collector appends each payload to that process's log as it
-comes, so a crash of anything loses at most what was in flight. A gap in a
-process's ``seq`` is a batch that never arrived: counted and reported.
-
-The collector runs as a thread of ``distea run`` (or of ``distea collect``
-for multi-host runs); it is never inside a traced process.
+``distea collect --listen tcp://HOST:PORT`` serves tracers on other hosts
+over ZeroMQ with CURVE keys (a local ``distea run`` uses the plain-Python
+:mod:`distea.localcollector` instead: no pyzmq, no libzmq threads). Storage
+is :class:`distea.runwriter.RunWriter`'s. The collector runs as a thread of
+``distea collect`` (or of a test); it is never inside a traced process.
 """
 
 from __future__ import annotations
 
 import contextlib
-import os
-import socket
 import threading
 import time
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, BinaryIO
+from typing import TYPE_CHECKING, Any
 
-import msgpack
 import zmq
 
-from distea.rundir import PROCS_DIR
-from distea.wire import (
-    FORMAT_VERSION,
-    LOST_DIR,
-    UNTRACED_DIR,
-    WIRE_CLIENT,
-    WIRE_MAGIC,
-    process_file_name,
-)
+from distea.runwriter import ProcessStream, RunWriter, alive
 
 if TYPE_CHECKING:
     from zmq.auth.thread import ThreadAuthenticator
 
-__all__ = ["PROCS_DIR", "Collector", "CurveKeys"]
+__all__ = ["Collector", "CurveKeys", "ProcessStream"]
 
 POLL_MS = 10
 """How often the receiving thread looks up from an idle socket (close() and drain() wake it
@@ -53,44 +39,8 @@ SYNC_TIMEOUT_S = 1.0
 CONNECTION_EVENTS = zmq.EVENT_ACCEPTED | zmq.EVENT_DISCONNECTED
 RECEIVE_HIGH_WATER_MARK = 1024
 """Batches ZeroMQ may queue per connected tracer before it pushes back (and they drop)."""
-MAX_REFUSALS_KEPT = 100
 HANDSHAKE_FAILURES = (zmq.EVENT_HANDSHAKE_FAILED_NO_DETAIL | zmq.EVENT_HANDSHAKE_FAILED_PROTOCOL
                       | zmq.EVENT_HANDSHAKE_FAILED_AUTH)
-
-
-@dataclass
-class ProcessStream:
-    """What the collector knows of one traced process while the run goes on."""
-
-    key: str
-    file: BinaryIO
-    next_seq: int = 0
-    batches: int = 0
-    bytes: int = 0
-    lost_batches: int = 0
-    final: bool = False
-    last_seen: float = field(default_factory=time.monotonic)
-
-    @property
-    def pid(self) -> int:
-        return int(self.key.split(":")[1])
-
-    @property
-    def host(self) -> str:
-        return self.key.split(":")[0]
-
-
-@dataclass
-class CollectorStats:
-    batches: int = 0
-    bytes: int = 0
-    rejected: int = 0
-    problems: list[str] = field(default_factory=list)
-    refused: list[dict[str, Any]] = field(default_factory=list)
-    """Writers turned away: by the ZAP handler (unknown key) or at the handshake."""
-    refused_count: int = 0
-    clients: list[dict[str, Any]] = field(default_factory=list)
-    """``distea run --connect`` summaries: host, command, exit code, times."""
 
 
 @dataclass(frozen=True)
@@ -144,8 +94,8 @@ def _run_authenticator(context: zmq.Context[Any], client_key: bytes,
     return RunAuthenticator()
 
 
-class Collector:
-    """Receives every tracer's batches for one run directory.
+class Collector(RunWriter):
+    """Receives every tracer's batches for one run directory over ZeroMQ.
 
     With ``keys`` the socket is a CURVE server and a ZAP handler admits only
     ``keys.client_public``; anyone else is refused and counted.
@@ -155,12 +105,8 @@ class Collector:
                  listener_fd: int | None = None) -> None:
         """``listener_fd``: a socket already bound to ``endpoint`` and listening
         (``distea.launcher.listen``), which ZeroMQ takes over (``ZMQ_USE_FD``)."""
-        self.run_dir = run_dir
+        super().__init__(run_dir)
         self.endpoint = endpoint
-        self.streams: dict[str, ProcessStream] = {}
-        self.stats = CollectorStats()
-        self.last_message = time.monotonic()
-        self._lock = threading.Lock()
         self._context: zmq.Context[Any] = zmq.Context()
         self._auth: ThreadAuthenticator | None = None
         self._monitor: zmq.Socket[Any] | None = None
@@ -248,18 +194,7 @@ class Collector:
                 with contextlib.suppress(ValueError):
                     token = max(token, int(frames[1]))
                 continue
-            with self._lock:
-                try:
-                    self._store(frames)
-                except OSError as exc:
-                    self._problem(f"cannot write a batch: {exc.strerror}: {exc.filename}")
-                except Exception as exc:  # never let one bad message end collection
-                    self.stats.rejected += 1
-                    self._problem(f"a message could not be stored: {exc!r:.100}")
-
-    def _problem(self, text: str) -> None:
-        if text not in self.stats.problems and len(self.stats.problems) < 100:
-            self.stats.problems.append(text)
+            self._accept(frames)
 
     def _monitor_events(self) -> None:
         """Connections opened and closed (local runs); failed handshakes (CURVE runs)."""
@@ -282,84 +217,6 @@ class Collector:
                           | zmq.EVENT_HANDSHAKE_FAILED_PROTOCOL):
                 # not CURVE at all, or a wrong server key: ZAP never saw it
                 self._refused("", f"handshake failed (code {value})")
-
-    def _refused(self, address: str, reason: str) -> None:
-        with self._lock:
-            self.stats.refused_count += 1
-            if len(self.stats.refused) < MAX_REFUSALS_KEPT:
-                self.stats.refused.append({"address": address, "reason": reason,
-                                           "at": time.time()})
-
-    def _store(self, frames: list[bytes]) -> None:
-        self.last_message = time.monotonic()
-        if len(frames) == 2 and frames[0] == WIRE_CLIENT:
-            self._store_client(frames[1])
-            return
-        if len(frames) != 3 or frames[0] != WIRE_MAGIC:
-            self.stats.rejected += 1
-            return
-        try:
-            version, key, seq, final = msgpack.unpackb(frames[1])
-        except (ValueError, TypeError, msgpack.UnpackException):
-            self.stats.rejected += 1
-            return
-        if (version != FORMAT_VERSION or not isinstance(key, str) or key.count(":") < 2
-                or not isinstance(seq, int) or not key.split(":")[1].isdigit()):
-            self.stats.rejected += 1
-            return
-        stream = self.streams.get(key)
-        if stream is None:
-            path = self.run_dir / PROCS_DIR / process_file_name(key)
-            stream = ProcessStream(key, path.open("ab", buffering=0))
-            self.streams[key] = stream
-        if seq > stream.next_seq:
-            stream.lost_batches += seq - stream.next_seq
-        stream.next_seq = max(stream.next_seq, seq + 1)
-        stream.file.write(frames[2])
-        stream.batches += 1
-        stream.bytes += len(frames[2])
-        stream.final = stream.final or bool(final)
-        stream.last_seen = time.monotonic()
-        self.stats.batches += 1
-        self.stats.bytes += len(frames[2])
-
-    def _store_client(self, payload: bytes) -> None:
-        """A ``distea run --connect`` summary, with the notes its processes left locally."""
-        try:
-            client = msgpack.unpackb(payload)
-        except (ValueError, TypeError, msgpack.UnpackException):
-            self.stats.rejected += 1
-            return
-        if not isinstance(client, dict):
-            self.stats.rejected += 1
-            return
-        import json
-
-        host = str(client.get("host", "unknown")).replace("/", "_")
-        for folder in (UNTRACED_DIR, LOST_DIR):
-            notes = client.pop(folder, None)
-            if not isinstance(notes, dict):
-                continue
-            (self.run_dir / folder).mkdir(mode=0o700, exist_ok=True)
-            for name, note in notes.items():
-                safe = f"{host}_{os.path.basename(str(name))}"
-                (self.run_dir / folder / safe).write_text(json.dumps(note))
-        self.stats.clients.append(client)
-
-    def open_processes(self) -> list[ProcessStream]:
-        """Processes that have not sent their final batch yet."""
-        with self._lock:
-            return [s for s in self.streams.values() if not s.final]
-
-    def idle_for(self, since: float | None = None) -> float:
-        """Seconds since the last message of any kind arrived.
-
-        Before the first one: seconds since ``since`` (a moment from which
-        silence counts), or 0 when none is given.
-        """
-        if not self.stats.batches and not self.stats.clients and not self.stats.rejected:
-            return 0.0 if since is None else time.monotonic() - since
-        return time.monotonic() - self.last_message
 
     def drain(self, timeout: float, quiet: float = 0.3) -> list[ProcessStream]:
         """Wait for open processes on this host to finish or die; return the still-open ones.
@@ -385,7 +242,7 @@ class Collector:
         token = self._send_sync()
         while (now := time.monotonic()) < deadline:
             waiting = [s for s in self.open_processes()
-                       if _alive(s) or now - s.last_seen < quiet]
+                       if alive(s) or now - s.last_seen < quiet]
             if not waiting:
                 if token and self._settled[0] >= token and 0 <= self._settled[1] <= 1:
                     break  # nothing connected but our own sync socket: all is stored
@@ -414,32 +271,12 @@ class Collector:
             return 0
         return self._sync_seq
 
-    def summary(self, still_open: list[ProcessStream]) -> dict[str, Any]:
-        """The ``collector`` entry of run.json."""
-        return {
-            "batches": self.stats.batches,
-            "bytes": self.stats.bytes,
-            "rejected": self.stats.rejected,
-            "problems": self.stats.problems,
-            "still_open": [s.key for s in still_open],
-            "refused": self.stats.refused,
-            "refused_count": self.stats.refused_count,
-            "clients": self.stats.clients,
-            "hosts": sorted({s.host for s in self.streams.values()}),
-        }
-
     def close(self) -> None:
         self._stop.set()
         if self._thread.is_alive():
             self._send_sync()  # wakes the loop, which then sees the stop
             self._thread.join(timeout=5)
-        with self._lock:
-            for stream in self.streams.values():
-                stream.file.close()
-                if stream.lost_batches:
-                    self._problem(
-                        f"process {stream.pid} on {stream.host}: "
-                        f"{stream.lost_batches} batches never arrived")
+        self._close_logs()
         self._shutdown()
 
     def _shutdown(self) -> None:
@@ -455,21 +292,3 @@ class Collector:
         self._context.term()
 
 
-def _alive(stream: ProcessStream) -> bool:
-    if stream.host != socket.gethostname():
-        return False
-    try:
-        os.kill(stream.pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True
-    return _is_zombie(stream.pid) is False
-
-
-def _is_zombie(pid: int) -> bool:
-    try:
-        with open(f"/proc/{pid}/stat", "rb") as stat:
-            return stat.read().rsplit(b")", 1)[1].split()[0] == b"Z"
-    except (OSError, IndexError):
-        return False

@@ -42,7 +42,13 @@ from distea.rundir import (
     new_run_id,
     write_run_meta,
 )
-from distea.tracer.config import CONFIG_ENV, PARENT_TOKEN_ENV, START_METHOD_ENV, TracerConfig
+from distea.tracer.config import (
+    CONFIG_ENV,
+    PARENT_TOKEN_ENV,
+    START_METHOD_ENV,
+    TRACER_PATH_ENV,
+    TracerConfig,
+)
 from distea.wire import LOST_DIR, UNTRACED_DIR, WIRE_CLIENT
 
 TYPE_CHECKING = False  # not typing's: nothing before the command needs typing (10 ms)
@@ -50,10 +56,10 @@ TYPE_CHECKING = False  # not typing's: nothing before the command needs typing (
 if TYPE_CHECKING:
     from typing import Any
 
-    from distea.collector import Collector
+    from distea.localcollector import LocalCollector
 
 # Not imported here at module level, so that the command starts first (see above):
-# zmq, msgpack, distea.collector, dataclasses (it imports inspect).
+# msgpack, distea.localcollector, dataclasses (it imports inspect).
 
 BOOTSTRAP_DIR = Path(__file__).parent / "tracer" / "bootstrap"
 IPC_NAME = "collector.ipc"
@@ -168,7 +174,51 @@ def tracer_environment(config: TracerConfig, base: dict[str, str]) -> dict[str, 
     env[CONFIG_ENV] = config.to_env()
     existing = env.get("PYTHONPATH")
     env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(BOOTSTRAP_DIR), existing]))
+    import_dir = tracer_import_dir()
+    if import_dir is not None:
+        env[TRACER_PATH_ENV] = str(import_dir)
     return env
+
+
+def tracer_import_dir() -> Path | None:
+    """A directory holding only this distea and its msgpack, for Pythons that lack them.
+
+    With distea installed as a tool (``uv tool install``, pipx), the traced
+    program runs in an environment of its own that has neither. The start-up
+    hook then imports the tracer from here, and only from here: putting the
+    tool's whole site-packages on the program's path would let the program
+    import click, rich or zmq that it never installed. Symbolic links, made
+    once per distea install under the user's cache directory (atomically:
+    concurrent runs may race to make it); None where that is impossible (the
+    hook then reports the child as untraced, with the reason).
+    """
+    import hashlib
+    from importlib.util import find_spec
+
+    msgpack = find_spec("msgpack")  # where it is, without importing it
+    if msgpack is None or msgpack.origin is None:
+        return None
+    sources = {"distea": Path(__file__).resolve().parent,
+               "msgpack": Path(msgpack.origin).resolve().parent}
+    digest = hashlib.sha256("\0".join(map(str, sources.values())).encode()).hexdigest()[:16]
+    cache = Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache")
+    target = cache / "distea" / f"tracer-path-{digest}"
+    if target.is_dir():
+        return target
+    try:
+        import tempfile
+
+        target.parent.mkdir(parents=True, exist_ok=True)
+        building = Path(tempfile.mkdtemp(prefix=".building-", dir=target.parent))
+        for name, source in sources.items():
+            (building / name).symlink_to(source, target_is_directory=True)
+        try:
+            building.rename(target)
+        except OSError:  # another run made it first
+            shutil.rmtree(building, ignore_errors=True)
+    except OSError:
+        return None
+    return target if target.is_dir() else None
 
 
 def ipc_endpoint(run_dir: Path) -> tuple[str, Path | None]:
@@ -235,15 +285,15 @@ def trace_command(command: list[str], output: Path | None, options: TraceOptions
         "host": socket.gethostname(),
     }
     write_run_meta(run_dir, meta)
-    collectors: list[Collector] = []
+    collectors: list[LocalCollector] = []
     notes: list[str] = []
 
     def start_collector() -> None:
-        """While the command starts: ZeroMQ takes over the listening socket."""
+        """While the command starts: the collector's thread takes over the listening socket."""
         try:
-            from distea.collector import Collector
+            from distea.localcollector import LocalCollector
 
-            collectors.append(Collector(run_dir, endpoint, listener_fd=listener).start())
+            collectors.append(LocalCollector(run_dir, endpoint, listener).start())
         except Exception as exc:  # the command runs on: say why it is not traced
             Path(endpoint[len("ipc://"):]).unlink(missing_ok=True)  # its children see it
             notes.append(f"cannot start the collector at {endpoint}: {exc}; "

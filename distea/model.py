@@ -104,6 +104,14 @@ class MessageEvent:
     meta: Mapping[str, object] | None = field(default=None, compare=False)
 
 
+def channel_label(ev: MessageEvent) -> str:
+    """``KIND CHANNEL`` for people, with the path of a file (its channel is its identity)."""
+    path = ev.meta.get("path") if ev.meta else None
+    if ev.kind == "file" and isinstance(path, str):
+        return f"file {path}"
+    return f"{ev.kind} {ev.channel}"
+
+
 @dataclass(slots=True)
 class CallEvent:
     """``--mode full`` only: one entry (call or resume) or exit of a method.

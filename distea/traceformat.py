@@ -145,14 +145,52 @@ def is_readable_version(version: object) -> TypeGuard[int]:
     return type(version) is int and 1 <= version <= FORMAT_VERSION
 
 
-def latest_run(base: Path = DEFAULT_RUNS_DIR) -> Path:
-    """The most recent run under ``base`` (run ids sort by time)."""
-    runs = sorted(p for p in base.glob("*") if (p / RUN_META).is_file()) if base.is_dir() else []
+def find_runs_dir(start: Path | None = None) -> Path | None:
+    """The nearest ``.distea/runs`` in ``start`` (default: the current directory) or above.
+
+    Runs are looked up like git looks up its repository, so a query works
+    from any subdirectory of the directory where ``distea run`` was started.
+    """
+    here = (start or Path.cwd()).resolve()
+    for folder in (here, *here.parents):
+        candidate = folder / DEFAULT_RUNS_DIR
+        if candidate.is_dir():
+            return candidate
+    return None
+
+
+def _started_at(run: Path) -> float:
+    """When a run started, from its run.json (its modification time if that is unreadable)."""
+    meta_file = run / RUN_META
+    try:
+        started = json.loads(meta_file.read_text()).get("started_at")
+    except (OSError, ValueError, AttributeError):
+        started = None
+    if isinstance(started, int | float):
+        return float(started)
+    try:
+        return meta_file.stat().st_mtime
+    except OSError:
+        return 0.0
+
+
+def latest_run(base: Path | None = None) -> Path:
+    """The run that started last under ``base`` (default: the nearest ``.distea/runs``).
+
+    "Last" is the start time recorded in run.json, never the directory name:
+    ``distea demo`` and ``-o`` name runs freely. Failed and interrupted runs
+    count too (queries say what happened to them).
+    """
+    folder = base if base is not None else find_runs_dir()
+    where = folder if folder is not None else DEFAULT_RUNS_DIR
+    runs = [p for p in folder.iterdir() if (p / RUN_META).is_file()] \
+        if folder is not None and folder.is_dir() else []
     if not runs:
         raise TraceFormatError(
-            f"no runs under {base}; record one with: distea run -- python app.py"
+            f"no runs under {where} (nor in any directory above); "
+            "record one with: distea run -- python app.py"
         )
-    return runs[-1]
+    return max(runs, key=lambda run: (_started_at(run), run.name))
 
 
 def iter_records(path: Path, problems: list[str]) -> Iterator[list[Any]]:
@@ -223,6 +261,7 @@ def load_run(path: Path | str) -> RunData:
     finally:
         if gc_was_enabled:
             gc.enable()
+    _missing_logs(meta, {log.name for log in logs}, data)
     for note_file in _notes(path / UNTRACED_DIR, data):
         _load_untraced_note(note_file, data)
     lost = {}
@@ -305,6 +344,22 @@ def _lost_text(note: dict[str, Any], who: str, dropped_in_stats: int) -> str:
                      "queued at exit and are likely lost")
     what = "; ".join(parts) or "could not confirm its last records reached the collector"
     return f"{who} {what} (ended by {note.get('end_reason', '?')})"
+
+
+def _missing_logs(meta: dict[str, Any], present: set[str], data: RunData) -> None:
+    """Logs the collector wrote that are gone now (deleted, moved): a problem each.
+
+    Without this, a deleted log silently shrinks every answer: its process's
+    methods and messages vanish and its peers' receives look external.
+    """
+    collector = meta.get("collector")
+    written = collector.get("logs") if isinstance(collector, dict) else None
+    if not isinstance(written, list):
+        return  # runs recorded before the collector listed its logs
+    for name in sorted(str(n) for n in written if str(n) not in present):
+        data.problems.append(
+            f"{PROCS_DIR}/{name} is missing: the collector wrote it, but it has been deleted "
+            "or moved; that process's methods and messages are not in any answer")
 
 
 def _int(value: object) -> int:

@@ -32,6 +32,8 @@ class SampleInfo:
     module: str
     processes: int
     needs_torch: bool = False
+    requires: tuple[str, ...] = ()
+    """Modules beyond distea's own dependencies that the sample imports (numpy)."""
     interesting_queries: tuple[str, ...] = ()
     never_impacted: tuple[str, ...] = ()
 
@@ -54,6 +56,7 @@ SAMPLES: dict[str, SampleInfo] = {
             summary="data-parallel logistic regression: a ZeroMQ parameter server and 2 workers",
             module=_PS,
             processes=4,
+            requires=("numpy",),
             interesting_queries=(
                 f"{_PS}.worker.compute_gradient",
                 f"{_PS}.server.apply_update",
@@ -121,6 +124,7 @@ SAMPLES: dict[str, SampleInfo] = {
             summary="3 spawned ranks training with ring all-reduce over TCP between neighbours",
             module=_RING,
             processes=5,
+            requires=("numpy",),
             interesting_queries=(
                 f"{_RING}.worker.compute_gradient",
                 f"{_RING}.ring.reduce_scatter",

@@ -43,6 +43,10 @@ class Workload:
 
 WORKLOADS: tuple[Workload, ...] = (
     Workload("empty program (start-up)", "benchmarks.workloads.empty"),
+    Workload("spawn Pool(4).map, 100 items (start-up)", "benchmarks.workloads.spawn_pool",
+             ("--items", "100"), ("--items", "20"), distributed=True),
+    Workload("6-process multiprocessing program (start-up)", "benchmarks.workloads.six_procs",
+             ("--tasks", "50"), ("--tasks", "10"), distributed=True),
     Workload("CPU-bound: recursive fib", "benchmarks.workloads.cpu",
              ("--n", "27", "--rounds", "4"), ("--n", "25", "--rounds", "3"), cpu_bound=True),
     Workload("call-heavy loop", "benchmarks.workloads.calls",
@@ -58,6 +62,9 @@ WORKLOADS: tuple[Workload, ...] = (
     Workload("ring_allreduce sample", "sample_systems.ring_allreduce",
              ("--steps", "30"), ("--steps", "5"), distributed=True, precision=True,
              needs=("numpy",)),
+    Workload("file-heavy: 2,000 small files written, then read by a child",
+             "benchmarks.workloads.files", ("--files", "2000"), ("--files", "500"),
+             distributed=True),
     Workload("wordcount sample (late reads)", "sample_systems.wordcount",
              ("--documents", "10000"), ("--documents", "2000"), distributed=True,
              precision=True),

@@ -34,7 +34,7 @@ from dataclasses import dataclass, field
 
 from distea.analyzer.matching import Matching
 from distea.analyzer.order import Order
-from distea.model import Execution
+from distea.model import Execution, channel_label
 
 
 @dataclass(slots=True)
@@ -413,9 +413,9 @@ class Analysis:
             s, r = via
             rev, sev = m.events[r], m.events[s]
             steps.append(Step(rev.process, rev.clock, "recv", rev.method,
-                              f"{rev.kind} {rev.channel}"))
+                              channel_label(rev)))
             steps.append(Step(sev.process, sev.clock, "send", sev.method,
-                              f"{sev.kind} {sev.channel}"))
+                              channel_label(sev)))
             p, limit = m.proc_of[s], sev.clock
         f, qm = start_of[p]
         steps.append(Step(self.keys[p], f, "start", qm, f"{qm} first starts at clock {f}"))

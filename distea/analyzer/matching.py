@@ -31,6 +31,7 @@ Per kind:
 - ``pipe``: byte offsets per pipe, like streams, where the processes using
   one end took turns; safely uncertain otherwise
   (:mod:`distea.analyzer.match_pipes`);
+- ``file``: by same-host real time, :mod:`distea.analyzer.match_files`;
 - message kinds (``mp``, ``zmq``, ``udp``, ``unixgram`` and any kind not named
   here): per channel — a send on a LINKed end is received on the
   other end, otherwise the channel strings are equal — then per fingerprint
@@ -53,6 +54,8 @@ from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 
 from distea.analyzer import match_pipes
+from distea.analyzer.match_files import KIND as FILE_KIND
+from distea.analyzer.match_files import match_files
 from distea.model import ChannelLink, MessageEvent, ProcessInfo
 
 STREAM_KINDS = frozenset({"tcp", "unix", "ssl"})
@@ -172,7 +175,11 @@ def match(
 
     unknown: set[str] = set()
     routed: list[tuple[str, str, list[int], list[int]]] = []
+    files: list[tuple[list[int], list[int]]] = []
     for (kind, channel), (sends, recvs) in groups.items():
+        if kind == FILE_KIND:
+            files.append((sends, recvs))  # all at once: reads pair across identities by path
+            continue
         if kind == "zmq" and any(_peer(events[s]) for s in sends):
             routed.append((kind, channel, sends, recvs))  # after the peers are known
             continue
@@ -188,6 +195,11 @@ def match(
                 mine = [r for r in recvs if m.proc_of[r] == process]
                 _match_messages(m, kind, to_process, mine, result)
         _count(m, kind, sends, recvs, result)
+    if files:
+        paired = match_files(m, files)
+        if paired.recvs:
+            _count(m, FILE_KIND, paired.sends, paired.recvs,
+                   _Result(paired.matched, paired.ambiguous))
     for counts in m.by_kind.values():
         m.matched += counts.matched
         m.ambiguous += counts.ambiguous

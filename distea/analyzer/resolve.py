@@ -57,10 +57,14 @@ def resolve(
         if not names:
             raise QueryError(f"no executed method matches {query!r}" + _suggest(query, executed))
         return names
-    if query in methods:
-        if query not in executed:
+    if query in methods or _members(query, executed):
+        members = _members(query, executed)
+        if query not in executed and not members:
             raise QueryError(f"{query} is known but never executed in this run")
-        return [query]
+        return ([query] if query in executed else []) + members
+    short = _by_suffix(query, executed)
+    if short is not None:
+        return short
     module_hit = _module_of(query, methods)
     if module_hit is not None:
         qualname = query[len(module_hit) + 1:]
@@ -68,6 +72,30 @@ def resolve(
         if any(_defined_in_source(f, qualname, base) for f in files):
             raise QueryError(f"{query} exists in module {module_hit} but never ran in this run")
     raise QueryError(f"unknown method {query!r}" + _suggest(query, executed))
+
+
+def _members(name: str, executed: set[str]) -> list[str]:
+    """The executed methods of class ``name`` (``Class.meth``, nested classes too).
+
+    A class's own code object is only its body, run once at definition; a
+    user who names a class means its methods. A function's nested
+    functions (``f.<locals>.g``) are not its members.
+    """
+    prefix, local = name + ".", name + ".<locals>."
+    return sorted(n for n in executed if n.startswith(prefix) and not n.startswith(local))
+
+
+def _by_suffix(query: str, executed: set[str]) -> list[str] | None:
+    """A short name (``handle``, ``Server.handle``) that ends exactly one executed name."""
+    if "." in query and query.split(".", 1)[0] in {n.split(".", 1)[0] for n in executed}:
+        return None  # it starts like a full name: a typo there should not match elsewhere
+    hits = [n for n in executed if n.endswith("." + query)]
+    if len(hits) == 1:
+        return hits
+    if len(hits) > 1:
+        raise QueryError(f"{query!r} names several executed methods; give one of: "
+                         + ", ".join(sorted(hits)[:10]))
+    return None
 
 
 def resolve_all(
@@ -122,6 +150,10 @@ def _resolve_in_file(
         ran = [m for m in holding if m.name in executed]
         if ran:
             inner = max(ran, key=lambda m: (m.firstline, -m.lastline))
+            defined = _innermost_def(inner.file, line)
+            if defined is not None and not _same_qualname(defined, inner.qualname):
+                raise QueryError(f"line {line} of {path} is in {defined}, which never ran in "
+                                 "this run")
             return [inner.name]
         if not in_file and not _file_exists(path, base):
             raise QueryError(f"no traced file matches {path!r}" + _suggest_files(path, methods))
@@ -143,6 +175,34 @@ def _resolve_in_file(
     close = difflib.get_close_matches(tail, sorted(names), n=5)
     hint = f"; closest in that file: {', '.join(close)}" if close else ""
     raise QueryError(f"no function {tail!r} in {path}{hint}")
+
+
+def _innermost_def(path: str, line: int) -> str | None:
+    """Qualname of the innermost function or class in the source file holding ``line``."""
+    try:
+        tree = ast.parse(Path(path).read_text(errors="replace"))
+    except (SyntaxError, ValueError, OSError):
+        return None
+    found: str | None = None
+
+    def visit(node: ast.AST, prefix: str) -> None:
+        nonlocal found
+        for child in ast.iter_child_nodes(node):
+            if isinstance(child, ast.FunctionDef | ast.AsyncFunctionDef | ast.ClassDef):
+                start = min([child.lineno, *(d.lineno for d in child.decorator_list)])
+                end = child.end_lineno or child.lineno
+                if start <= line <= end:
+                    found = prefix + child.name
+                    inner = ".<locals>." if not isinstance(child, ast.ClassDef) else "."
+                    visit(child, found + inner)
+
+    visit(tree, "")
+    return found
+
+
+def _same_qualname(source: str, traced: str) -> bool:
+    """Whether a qualname from the source names the traced code object (lambdas, genexprs…)."""
+    return traced == source or traced.startswith(source + ".<locals>.<")
 
 
 def _file_exists(path: str, base: Path | None) -> bool:
@@ -222,6 +282,8 @@ def changed_lines(rev: str, repo: Path | None = None) -> dict[str, set[int]]:
     either side of it in the old file.
     """
     cwd = str(repo) if repo is not None else None
+    if repo is not None and not repo.is_dir():
+        raise QueryError(f"--repo {repo}: no such directory")
     try:
         top = subprocess.run(["git", "rev-parse", "--show-toplevel"], cwd=cwd, check=True,
                              capture_output=True, text=True).stdout.strip()
@@ -273,8 +335,24 @@ def diff_methods(
             lines = next((ls for p, ls in changed.items()
                           if p.endswith("/" + m.file.lstrip("./"))), None)
         if lines and any(m.firstline <= ln <= m.lastline for ln in lines):
-            hits.append(name)
+            nested = _nested_ranges(m, methods.values())
+            if any(not any(a <= ln <= b for a, b in nested) for ln in lines
+                   if m.firstline <= ln <= m.lastline):
+                hits.append(name)
     return hits
+
+
+def _nested_ranges(outer: Method, methods: Iterable[Method]) -> list[tuple[int, int]]:
+    """Line ranges of the traced code objects inside ``outer`` (a module's functions…).
+
+    A change inside a function body changes that function, not the module
+    or class around it: ``<module>`` spans the whole file, so without this
+    every diff would count it as changed.
+    """
+    return [(m.firstline, m.lastline) for m in methods
+            if m.file == outer.file and m is not outer
+            and outer.firstline <= m.firstline and m.lastline <= outer.lastline
+            and (m.firstline, m.lastline) != (outer.firstline, outer.lastline)]
 
 
 def _realpath(path: str, repo: Path | None) -> str:

@@ -89,7 +89,8 @@ class Run:
         """Everything lost or doubtful: loading problems, untraced children, matching notes."""
         out = list(self.data.problems)
         for child in self.data.untraced:
-            out.append(f"child {child.pid} ({' '.join(child.argv)[:60]}) of {child.parent} "
+            parent = self.label(child.parent) if child.parent else "the command"
+            out.append(f"child {child.pid} ({' '.join(child.argv)[:100]}) of {parent} "
                        f"was not traced: {child.reason}")
         m = self.matching
         if m.external:

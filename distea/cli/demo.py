@@ -17,19 +17,35 @@ from rich.console import Console
 
 from distea.cli.query import impact
 from distea.cli.report import report
+from distea.cli.words import command_line
 from distea.launcher import LaunchError, TraceOptions, trace_command
 
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from sample_systems import SampleInfo
+
 SAMPLES_PACKAGE = "sample_systems"
+FALLBACK_SAMPLE = "kvstore"
+"""Traced instead of the default where numpy is missing (it needs only the stdlib)."""
 
 
 def samples_root() -> Path:
-    """The directory holding ``sample_systems`` (the repository root)."""
-    root = Path(__file__).resolve().parents[2]
-    if not (root / SAMPLES_PACKAGE / "__init__.py").is_file():
-        raise click.ClickException(
-            f"the sample systems are not next to this distea ({root}); "
-            "run the demo from a clone of the distea repository")
-    return root
+    """The directory holding ``sample_systems``: the repository root in a clone, else the
+    copy an installed wheel carries in ``distea/samples``."""
+    package = Path(__file__).resolve().parents[1]
+    for root in (package.parent, package / "samples"):
+        if (root / SAMPLES_PACKAGE / "__init__.py").is_file():
+            return root
+    raise click.ClickException(
+        f"the sample systems are missing from this distea ({package}); reinstall it, "
+        "or run the demo from a clone of the distea repository")
+
+
+def missing_module(info: SampleInfo) -> str | None:
+    """A module ``info`` needs that this Python cannot import, or None."""
+    from importlib.util import find_spec
+
+    return next((name for name in info.requires if find_spec(name) is None), None)
 
 
 @click.command()
@@ -50,7 +66,14 @@ def demo(ctx: click.Context, sample: str, output: Path | None, report_file: Path
     if info is None or info.needs_torch:
         names = ", ".join(n for n, s in SAMPLES.items() if not s.needs_torch)
         raise click.ClickException(f"no CPU sample called {sample!r}; choose one of: {names}")
-    console = Console(highlight=False)
+    console = Console(highlight=False, soft_wrap=True)
+    missing = missing_module(info)
+    if missing is not None:
+        fallback = SAMPLES[FALLBACK_SAMPLE]
+        console.print(f"[yellow]not tracing {sample}[/]: it needs {missing}, which "
+                      f"{sys.executable} cannot import (pip install {missing}); tracing "
+                      f"the {fallback.name} sample instead")
+        info = fallback
     console.print(f"[bold]distea demo[/]: tracing [cyan]{info.name}[/] — {info.summary}")
     console.print(f"$ distea run -- python -m {info.module}\n")
     if output is None:
@@ -70,15 +93,17 @@ def demo(ctx: click.Context, sample: str, output: Path | None, report_file: Path
     query = info.interesting_queries[0]
     console.print(f"\n$ distea impact {query}")
     ctx.invoke(impact, queries=(query,), diff_rev=None, repo=None, run_dir=outcome.run_dir,
-               as_json=False, show_all=False)
+               as_json=False, show_all=False, verbose=False)
     console.print(f"\n$ distea report {query} -o {report_file}")
     ctx.invoke(report, queries=(query,), output=report_file, run_dir=outcome.run_dir)
     console.print("\n[bold]next[/]:")
+    run = str(outcome.run_dir)
     for line in (
-        f"distea impact {' '.join(info.interesting_queries[1:2]) or query} --run {outcome.run_dir}",
-        f"distea explain {query} TARGET --run {outcome.run_dir}",
-        f"distea deps {query} --run {outcome.run_dir}",
-        f"open {report_file}",
+        command_line("distea", "impact", *(info.interesting_queries[1:2] or (query,)),
+                     "--run", run),
+        command_line("distea", "explain", query, "TARGET", "--run", run),
+        command_line("distea", "deps", query, "--run", run),
+        command_line("open", str(report_file)),
         "distea run -- python your_app.py",
     ):
         console.print(f"  [cyan]{line}[/]")

@@ -10,7 +10,7 @@ non-zero exit status, never a traceback.
 from __future__ import annotations
 
 import json
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -18,6 +18,8 @@ from typing import TYPE_CHECKING, Any
 import click
 from rich.console import Console
 from rich.table import Table
+
+from distea.cli.words import command_line, count, run_failed, run_headline
 
 if TYPE_CHECKING:
     from distea.analyzer.impact import DepsResult, Explanation, ImpactResult
@@ -43,10 +45,32 @@ def diff_options[F: Callable[..., Any]](func: F) -> F:
 
 
 def method_set_options[F: Callable[..., Any]](func: F) -> F:
-    """What ``impact`` and ``deps`` share: --diff/--repo, --run/--json, --all."""
+    """What ``impact`` and ``deps`` share: --diff/--repo, --run/--json, --all, --verbose."""
+    func = click.option("-v", "--verbose", is_flag=True,
+                        help="Also print logical clocks per process and the MCov/DistIA "
+                             "baselines.")(func)
     func = click.option("--all", "show_all", is_flag=True,
-                        help="List every method, not the first 25.")(func)
+                        help="List every function, not the first 25 per process.")(func)
     return diff_options(run_option(func))
+
+
+class QueryFailed(click.ClickException):
+    """An analysis error: one line on stderr, or with ``--json`` one JSON object there.
+
+    Scripts that asked for JSON get JSON whatever happens; the exit status
+    (1) is the same either way.
+    """
+
+    def __init__(self, message: str) -> None:
+        super().__init__(message)
+        ctx = click.get_current_context(silent=True)
+        self.as_json = bool(ctx is not None and ctx.params.get("as_json"))
+
+    def show(self, file: Any = None) -> None:
+        if not self.as_json:
+            super().show(file)
+            return
+        click.echo(json.dumps({"schema": JSON_SCHEMA, "error": self.message}), err=True)
 
 
 @contextmanager
@@ -59,9 +83,9 @@ def _errors() -> Iterator[None]:
     try:
         yield
     except (TraceFormatError, QueryError) as exc:
-        raise click.ClickException(str(exc)) from None
+        raise QueryFailed(str(exc)) from None
     except OrderCycleError as exc:
-        raise click.ClickException(f"cannot order this run: {exc}") from None
+        raise QueryFailed(f"cannot order this run: {exc}") from None
 
 
 def _load(run_dir: Path | None) -> Run:
@@ -71,12 +95,23 @@ def _load(run_dir: Path | None) -> Run:
     with _errors():
         run = Run.load(run_dir if run_dir is not None else latest_run())
         run.order  # noqa: B018 - order now so that a cycle is reported as an error here
+    if run_failed(run.data.meta):
+        # a failed or interrupted run is read like any other, but never silently
+        click.echo(f"note: run {run.path}: {run_headline(run.data.meta)}", err=True)
     return run
 
 
+PIPED_WIDTH = 400
+"""Columns when stdout is not a terminal: wide enough that no name is cut or wrapped."""
+
+
 def _console() -> Console:
-    # markup off: names, channels and reasons are printed as they are, never parsed
-    return Console(highlight=False, soft_wrap=False, markup=False)
+    # markup off: names, channels and reasons are printed as they are, never parsed.
+    # Piped (a file, grep, less), rich would assume 80 columns and cut names: don't.
+    import sys
+
+    width = None if sys.stdout.isatty() else PIPED_WIDTH
+    return Console(highlight=False, soft_wrap=False, markup=False, width=width)
 
 
 def _emit_json(obj: dict[str, Any]) -> None:
@@ -114,8 +149,8 @@ def _print_problems(console: Console, run: Run, limit: int | None = 3) -> None:
     if not problems:
         return
     shown = problems if limit is None else problems[:limit]
-    console.print(f"{len(problems)} problem(s) in this run (nothing is dropped silently):",
-                  style="yellow")
+    console.print(f"{count(len(problems), 'problem')} in this run (nothing is dropped "
+                  "silently):", style="yellow")
     for note in shown:
         console.print(f"  • {note}", style="yellow")
     if len(shown) < len(problems):
@@ -134,6 +169,18 @@ def _ordered_keys(run: Run, keys: Any) -> list[str]:
     return sorted(keys, key=sort_key)
 
 
+def _where(run: Run, name: str) -> str:
+    """``path/file.py:LINE`` of a method, relative to the run's directory where it lies inside."""
+    method = run.methods.get(name)
+    if method is None:
+        return ""
+    cwd = str(run.data.meta.get("cwd") or "")
+    path = method.file
+    if cwd and path.startswith(cwd.rstrip("/") + "/"):
+        path = path[len(cwd.rstrip("/")) + 1:]
+    return f"{path}:{method.firstline}"
+
+
 def _method_tables(
     console: Console,
     run: Run,
@@ -141,23 +188,41 @@ def _method_tables(
     clocks: dict[str, int],
     clock_label: str,
     limit: int | None,
+    verbose: bool,
 ) -> None:
+    """One table per process (in start order): function, file:line; clocks with --verbose."""
     for key in _ordered_keys(run, groups):
         names = groups[key]
         ex = run.executions.get(key, {})
-        console.print(f"{run.label(key)} — {len(names)} method(s), {clock_label} "
-                      f"{clocks.get(key, '-')}", style="bold")
-        table = Table(expand=False)
-        table.add_column("method")
-        table.add_column("first", justify="right")
-        table.add_column("last", justify="right")
+        heading = f"{run.label(key)} — {count(len(names), 'function')}"
+        if verbose:
+            heading += f", {clock_label} {clocks.get(key, '-')}"
+        console.print(heading, style="bold")
+        table = Table(expand=False, box=None, show_header=verbose, pad_edge=False)
+        table.add_column("function", no_wrap=True)
+        table.add_column("where", no_wrap=True, style="dim")
+        if verbose:
+            table.add_column("first", justify="right")
+            table.add_column("last", justify="right")
         rows = sorted(names, key=lambda n: (ex[n].first, n) if n in ex else (0, n))
         for name in rows if limit is None else rows[:limit]:
-            e = ex.get(name)
-            table.add_row(name, str(e.first) if e else "", str(e.last) if e else "")
-        if limit is not None and len(rows) > limit:
-            table.caption = f"… {len(rows) - limit} more (--all or --json)"
+            cells = ["  " + name, _where(run, name)]
+            if verbose:
+                e = ex.get(name)
+                cells += [str(e.first) if e else "", str(e.last) if e else ""]
+            table.add_row(*cells)
         console.print(table)
+        if limit is not None and len(rows) > limit:
+            console.print(f"  … {len(rows) - limit} more (--all or --json)", style="dim")
+
+
+def _resolved(console: Console, queries: Sequence[str], methods: list[str]) -> None:
+    """Say what the query names resolved to when that is not just the names as given."""
+    if list(queries) == methods:
+        return
+    shown = ", ".join(methods[:8]) + (f" and {len(methods) - 8} more" if len(methods) > 8 else "")
+    console.print(f"{', '.join(queries)} → {count(len(methods), 'function')}: {shown}",
+                  soft_wrap=True)
 
 
 # -- impact ------------------------------------------------------------------
@@ -187,7 +252,7 @@ def impact_json(run: Run, res: ImpactResult) -> dict[str, Any]:
 @click.argument("queries", nargs=-1)
 @method_set_options
 def impact(queries: tuple[str, ...], diff_rev: str | None, repo: Path | None,
-           run_dir: Path | None, as_json: bool, show_all: bool) -> None:
+           run_dir: Path | None, as_json: bool, show_all: bool, verbose: bool) -> None:
     """Methods, per process, that changing QUERIES could affect.
 
     \b
@@ -208,20 +273,27 @@ def impact(queries: tuple[str, ...], diff_rev: str | None, repo: Path | None,
         console.print("no executed method matches the query (nothing changed since "
                       f"{diff_rev}?)" if diff_rev else "no executed method matches the query")
         return
-    shown = ", ".join(res.methods[:5]) + (" …" if len(res.methods) > 5 else "")
-    console.print(f"impact of {shown} ({len(res.methods)} method(s)): "
-                  f"{res.size} (process, method) pairs, {len(res.method_names)} "
-                  f"distinct methods in {len(res.impacted)} process(es)")
-    console.print(f"baselines: MCov {res.mcov_size}, DistIA {res.distia_size} "
-                  f"(distea {res.size})")
+    _resolved(console, queries, res.methods)
+    functions = count(len(res.method_names), "function")
+    console.print(f"a change to {_named(res.methods)} can reach {functions} in "
+                  f"{count(len(res.impacted), 'process', 'processes')}", style="bold",
+                  soft_wrap=True)
+    if verbose:
+        console.print(f"{res.size} (process, function) pairs; baselines: MCov "
+                      f"{res.mcov_size}, DistIA {res.distia_size}")
     _method_tables(console, run, res.impacted, res.starts, "impact from clock",
-                   None if show_all else 25)
+                   None if show_all else 25, verbose)
     _print_problems(console, run)
     target = next((n for n in res.method_names if n not in res.methods), None)
     if target:
-        _hint(console, f"distea explain {res.methods[0]} {target}   (why is it impacted?)")
+        _hint(console, command_line("distea", "explain", res.methods[0], target)
+              + "   (why is it impacted?)")
     else:
-        _hint(console, "distea deps METHOD   (what a method depends on)")
+        _hint(console, "distea deps FUNCTION   (what a function depends on)")
+
+
+def _named(methods: list[str]) -> str:
+    return methods[0] if len(methods) == 1 else count(len(methods), "function")
 
 
 # -- deps --------------------------------------------------------------------
@@ -250,7 +322,7 @@ def deps_json(run: Run, res: DepsResult) -> dict[str, Any]:
 @click.argument("targets", nargs=-1)
 @method_set_options
 def deps(targets: tuple[str, ...], diff_rev: str | None, repo: Path | None,
-         run_dir: Path | None, as_json: bool, show_all: bool) -> None:
+         run_dir: Path | None, as_json: bool, show_all: bool, verbose: bool) -> None:
     """Methods, per process, that TARGETS' executions may depend on (backward)."""
     if not targets and diff_rev is None:
         raise click.UsageError("give at least one TARGET or --diff REV")
@@ -261,15 +333,22 @@ def deps(targets: tuple[str, ...], diff_rev: str | None, repo: Path | None,
         _emit_json(deps_json(run, res))
         return
     console = _console()
-    shown = ", ".join(res.methods[:5]) + (" …" if len(res.methods) > 5 else "")
-    console.print(f"dependencies of {shown}: {res.size} (process, method) "
-                  f"pairs, {len(res.method_names)} distinct methods in {len(res.deps)} "
-                  f"process(es); MCov {res.mcov_size}")
-    _method_tables(console, run, res.deps, res.ends, "up to clock", None if show_all else 25)
+    if not res.methods:
+        console.print("no executed method matches the target")
+        return
+    _resolved(console, targets, res.methods)
+    console.print(f"{_named(res.methods)} can depend on "
+                  f"{count(len(res.method_names), 'function')} in "
+                  f"{count(len(res.deps), 'process', 'processes')}", style="bold", soft_wrap=True)
+    if verbose:
+        console.print(f"{res.size} (process, function) pairs; baseline: MCov {res.mcov_size}")
+    _method_tables(console, run, res.deps, res.ends, "up to clock", None if show_all else 25,
+                   verbose)
     _print_problems(console, run)
     source = next((n for n in res.method_names if n not in res.methods), None)
     if source and res.methods:
-        _hint(console, f"distea explain {source} {res.methods[0]}   (how it reaches the target)")
+        _hint(console, command_line("distea", "explain", source, res.methods[0])
+              + "   (how it reaches the target)")
 
 
 # -- explain -----------------------------------------------------------------
@@ -330,7 +409,7 @@ def explain(query: str, target: str, process: str | None, run_dir: Path | None,
         else:
             console.print(f"  {k}. clock {s.clock}: {s.method} {words[s.action]}",
                           soft_wrap=True)
-    _hint(console, f"distea impact {query}   (everything it reaches)")
+    _hint(console, command_line("distea", "impact", query) + "   (everything it reaches)")
 
 
 # -- methods -----------------------------------------------------------------
@@ -365,20 +444,18 @@ def methods(pattern: str | None, run_dir: Path | None, as_json: bool) -> None:
         })
         return
     console = _console()
-    console.print(f"{len(names)} executed method(s)")
-    table = Table(expand=True)
-    table.add_column("method", overflow="fold", ratio=5)
-    table.add_column("file:lines", overflow="fold", ratio=3)
-    table.add_column("pids", overflow="fold", ratio=2)
+    console.print(f"{count(len(names), 'executed function')}")
+    table = Table(expand=False, box=None, pad_edge=False)
+    table.add_column("function", no_wrap=True)
+    table.add_column("where", no_wrap=True)
+    table.add_column("processes", no_wrap=True)
     for n in names:
-        m = run.methods.get(n)
-        loc = f"{Path(m.file).name}:{m.firstline}-{m.lastline}" if m else ""
-        pids = [str(run.processes[k].pid) if k in run.processes else k for k in where[n]]
-        table.add_row(n, loc, ", ".join(pids[:4]) + (f" +{len(pids) - 4}" if len(pids) > 4
-                                                      else ""))
+        roles = [run.label(k) for k in where[n]]
+        table.add_row(n, _where(run, n), ", ".join(roles[:3]) + (f" +{len(roles) - 3}"
+                                                                 if len(roles) > 3 else ""))
     console.print(table)
     if names:
-        _hint(console, f"distea impact {names[0]}")
+        _hint(console, command_line("distea", "impact", names[0]))
 
 
 # -- show --------------------------------------------------------------------
@@ -422,19 +499,26 @@ def show(run_dir: Path | None, as_json: bool) -> None:
         return
     console = _console()
     data = show_json(run)
-    console.print(f"run {run.path}")
-    table = Table(title=f"{len(data['processes'])} process(es)", title_justify="left")
+    console.print(f"run {run.path}", style="bold", soft_wrap=True)
+    console.print(f"  {run_headline(run.data.meta)}", soft_wrap=True)
+    problems = run.problems
+    verdict = ("complete: nothing was lost" if not problems
+               else f"{count(len(problems), 'problem')}: see below")
+    console.print(f"  {verdict}", style="green" if not problems else "yellow")
+    table = Table(title=count(len(data["processes"]), "process", "processes"),
+                  title_justify="left")
     for col in ("pid", "ppid", "role", "host", "start", "methods", "messages", "ended"):
         table.add_column(col, justify="right" if col in ("pid", "ppid", "methods",
-                                                         "messages") else "left")
+                                                         "messages") else "left",
+                         no_wrap=True)
     for p in data["processes"]:
         ended = p["end_reason"] or "no final flush (killed?)"
         table.add_row(str(p["pid"]), str(p["ppid"]), p["role"], p["host"], p["start_method"],
                       str(p["methods"]), str(p["messages"]), ended)
     console.print(table)
     msg = data["messages"]
-    console.print(f"methods executed: {data['methods']} ({data['executions']} "
-                  "(process, method) pairs = MCov)")
+    console.print(f"functions executed: {data['methods']} ({data['executions']} "
+                  "(process, function) pairs)")
     console.print(f"messages: {msg['sends']} sends, {msg['recvs']} receives — matched "
                   f"{msg['matched']}, ambiguous {msg['ambiguous']}, external {msg['external']}, "
                   f"unmatched sends {msg['unmatched_sends']}")
@@ -448,4 +532,4 @@ def show(run_dir: Path | None, as_json: bool) -> None:
                           str(c["ambiguous"]), str(c["external"]), str(c["unmatched_sends"]))
         console.print(kinds)
     _print_problems(console, run, limit=None)
-    _hint(console, "distea methods   |   distea impact METHOD")
+    _hint(console, "distea methods   |   distea impact FUNCTION")

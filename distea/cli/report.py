@@ -9,6 +9,7 @@ from pathlib import Path
 import click
 
 from distea.cli.query import _errors, _load, diff_options
+from distea.cli.words import count
 
 
 def _version() -> str:
@@ -46,6 +47,7 @@ def report(queries: tuple[str, ...], diff_rev: str | None, repo: Path | None, ou
         model = render_report(run, res, output, title=title, generated=generated,
                               version=_version())
     reached = sum(1 for lane in model.lanes if lane.impacted)
-    click.echo(f"wrote {output}: {res.size} impacted (process, method) pairs in {reached} of "
-               f"{len(model.lanes)} processes (DistIA {res.distia_size}, MCov {res.mcov_size}), "
-               f"{sum(1 for e in model.edges if e.carries)} impact-carrying messages")
+    carrying = sum(1 for e in model.edges if e.carries)
+    click.echo(f"wrote {output}: {count(len(res.method_names), 'function')} reached in "
+               f"{reached} of {count(len(model.lanes), 'process', 'processes')}, "
+               f"{count(carrying, 'message')} carrying the impact")

@@ -197,24 +197,56 @@ def print_summary(outcome: RunOutcome, console: Console) -> None:
     except TraceFormatError as exc:
         console.print(f"[red]distea: the run could not be read back: {exc}[/]")
         return
+    from distea.cli.words import command_line, count
+
     messages = sum(len(m) for m in data.messages.values())
     methods = {name for execs in data.executions.values() for name in execs}
     console.print(
-        f"\n[bold]distea[/] recorded [bold]{len(data.processes)}[/] processes, "
-        f"[bold]{len(methods)}[/] methods, [bold]{messages}[/] message events "
-        f"in {outcome.duration_s:.1f}s → {outcome.run_dir}"
-    )
-    console.print(process_tree(data))
+        f"\n[bold]distea[/] recorded [bold]{count(len(data.processes), 'process')}[/], "
+        f"[bold]{count(len(methods), 'method')}[/], "
+        f"[bold]{count(messages, 'message event')}[/] in {outcome.duration_s:.1f}s → "
+        f"{outcome.run_dir}", soft_wrap=True)
+    if data.processes:
+        console.print(process_tree(data))
     for child in data.untraced:
         console.print(f"[yellow]untraced child[/] pid {child.pid}: {' '.join(child.argv)[:60]}"
-                      f" — {child.reason}")
+                      f" — {child.reason}", soft_wrap=True)
     for problem in data.problems:
         console.print(f"[yellow]lost:[/] {problem}", soft_wrap=True)
     for key in outcome.still_open:
         if key not in data.processes:  # known processes are reported incomplete above
             console.print(f"[yellow]still running or unflushed at the end:[/] {key}")
-    example = _example_query(data)
-    console.print(f"next: [cyan]distea impact {example}[/]   or   [cyan]distea show[/]")
+    if outcome.exit_code != 0:
+        console.print(f"[yellow]the command ended with exit status {outcome.exit_code}[/]")
+    if not data.processes:
+        _explain_empty_run(data, console)
+        return
+    if not methods:
+        cwd = str(data.meta.get("cwd") or ".")
+        console.print(f"[yellow]no function of the program ran inside the traced scope[/] "
+                      f"(code under {cwd}, where distea run was started): run it from the "
+                      "project's directory, or add --include 'GLOB' (a module or file glob)",
+                      soft_wrap=True)
+        return
+    example = command_line("distea", "impact", _example_query(data))
+    console.print(f"next: [cyan]{example}[/]   or   [cyan]distea show[/]", soft_wrap=True)
+
+
+def _explain_empty_run(data: RunData, console: Console) -> None:
+    """No process was traced: say so loudly, with the likely fix, and suggest no query."""
+    console.print("[bold red]distea: no process of this command was traced[/]; "
+                  "there is nothing to query.", soft_wrap=True)
+    reasons = " ".join(child.reason for child in data.untraced)
+    if "cannot import the tracer" in reasons:
+        console.print("  The command's Python cannot import distea. `distea run` puts its "
+                      "own copy on the path; if this persists, install distea into the "
+                      "program's environment (`pip install distea`).", soft_wrap=True)
+    elif "has no sys.monitoring" in reasons:
+        console.print("  The command runs a Python older than 3.12; run it with Python "
+                      "3.12 or newer.", soft_wrap=True)
+    elif not data.untraced:
+        console.print("  Was the command a Python program? distea traces Python 3.12+ "
+                      "processes started under `distea run` (not -I or -S).", soft_wrap=True)
 
 
 def process_tree(data: RunData) -> Tree:
@@ -256,4 +288,4 @@ def _example_query(data: RunData) -> str:
         return senders[0][1]
     names = sorted({n for execs in data.executions.values() for n in execs
                     if not n.endswith("<module>")})
-    return names[0] if names else "module.function"
+    return names[0] if names else min(n for execs in data.executions.values() for n in execs)

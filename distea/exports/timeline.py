@@ -19,6 +19,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
+from distea.model import channel_label
+
 if TYPE_CHECKING:
     from distea.analyzer.run import Run
     from distea.model import MessageEvent
@@ -109,7 +111,7 @@ def event(run: Run, event_id: int) -> MessageEvent:
 
 
 def channel_text(ev: MessageEvent) -> str:
-    return f"{ev.kind} {ev.channel}"
+    return channel_label(ev)
 
 
 @dataclass(frozen=True, slots=True)

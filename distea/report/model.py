@@ -52,6 +52,8 @@ class LaneView:
     distia_start: int | None
     methods: int = 0
     impacted: int = 0
+    twin: bool = False
+    """Another lane has the same role (three copies of one server): name it by pid too."""
 
 
 @dataclass(slots=True)
@@ -152,6 +154,9 @@ def build_model(run: Run, result: ImpactResult, *, title: str | None = None) -> 
 
     names = sorted(run.executed)
     method_index = {n: i for i, n in enumerate(names)}
+    roles = [lane.role for lane in lane_list]
+    for view in views:
+        view.twin = roles.count(view.role) > 1
     methods = [_method_view(run, n) for n in names]
     impacted = set(result.pairs())
     queried = set(result.methods)

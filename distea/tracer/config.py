@@ -14,6 +14,9 @@ import os
 CONFIG_ENV = "DISTEA_CONFIG"
 PARENT_TOKEN_ENV = "DISTEA_PARENT_TOKEN"
 START_METHOD_ENV = "DISTEA_START_METHOD"
+TRACER_PATH_ENV = "DISTEA_TRACER_PATH"
+"""A directory with only distea and msgpack, for traced Pythons that lack them (see
+:func:`distea.launcher.tracer_import_dir`); the start-up hook reads it by this name."""
 
 
 class TracerConfig:

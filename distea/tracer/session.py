@@ -166,7 +166,7 @@ class TracerSession:
         self._begin(method or ("subprocess" if parent_token else "main"), parent_token)
         self.emitter.flush()  # the collector knows of this process even if it is killed early
         self.monitor.start()
-        atexit.register(self.finish, "exit")
+        atexit.register(self._finish_at_exit)
         os.register_at_fork(before=self._before_fork, after_in_parent=self._after_fork_in_parent,
                             after_in_child=self._after_fork_in_child)
 
@@ -194,6 +194,21 @@ class TracerSession:
         }])
         if parent_token:
             self.recv("proc", parent_token, 0, 1)
+
+    def _finish_at_exit(self) -> None:
+        """At interpreter exit: say whether the program ended normally or was interrupted.
+
+        An uncaught exception has been printed by then and left in
+        ``sys.last_exc``, so Ctrl-C (KeyboardInterrupt) and crashes are told
+        apart from a normal end in ``distea show``.
+        """
+        last = getattr(sys, "last_exc", None)
+        if isinstance(last, KeyboardInterrupt):
+            self.finish("interrupted")
+        elif isinstance(last, BaseException) and not isinstance(last, SystemExit):
+            self.finish(f"uncaught {type(last).__name__}")
+        else:
+            self.finish("exit")
 
     def finish(self, reason: str) -> None:
         """Final flush: stacks, stats, END. Safe to call twice; never raises."""

@@ -30,6 +30,7 @@ CHANNEL_MODULES = (
     ("distea.tracer.channels.datagrams", "DatagramChannel"),
     ("distea.tracer.channels.pipes", "PipeChannel"),
     ("distea.tracer.channels.multiprocessing", "MultiprocessingChannel"),
+    ("distea.tracer.channels.files", "FileChannel"),
 )
 DEFERRED_CHANNELS = (
     ("zmq", "distea.tracer.channels.zmq", "ZmqChannel"),

@@ -57,10 +57,18 @@ def test_impact_terminal(run_dir: Path) -> None:
     assert result.exit_code == 0, result.output
     out = result.stdout
     assert "app.c_after" in out and "app.c_before" not in out
-    assert "MCov 6" in out and "DistIA 4" in out
-    assert "C (pid 3)" in out
+    assert "can reach 4 functions in 3 processes" in out
+    assert "MCov" not in out and "(process, method)" not in out and "clock" not in out
+    assert "C (pid 3) — 1 function\n" in out
     assert "next: distea explain" in out
     assert "problem" in out
+
+
+def test_impact_verbose_shows_clocks_and_baselines(run_dir: Path) -> None:
+    result = invoke("impact", "app.q", "--run", str(run_dir), "--verbose")
+    assert result.exit_code == 0, result.output
+    assert "MCov 6" in result.stdout and "DistIA 4" in result.stdout
+    assert "impact from clock 2" in result.stdout
 
 
 def test_deps_and_explain_json(run_dir: Path) -> None:

@@ -205,8 +205,12 @@ def test_signals(program, tmp_path: Path, mode: str, signum: int, expected: int)
     data = run_traced_data(tmp_path / "run")
     (info,) = data.processes.values()
     assert info.complete, data.problems
-    assert info.end_reason == ("signal" if signum in (signal.SIGTERM, signal.SIGHUP)
-                               and mode == "plain" else "exit")
+    if signum in (signal.SIGTERM, signal.SIGHUP) and mode == "plain":
+        assert info.end_reason == "signal"
+    elif signum == signal.SIGINT and mode == "plain":  # KeyboardInterrupt, uncaught
+        assert info.end_reason == "interrupted"
+    else:
+        assert info.end_reason == "exit"
     assert "waiter.prepare" in data.executions[info.key]
     if mode == "handler":
         assert "waiter.on_term" in data.executions[info.key]

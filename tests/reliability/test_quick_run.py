@@ -17,7 +17,8 @@ import zmq
 from distea.cli.run import run
 from distea.cli.running import parse_run_args
 from distea.collector import Collector
-from distea.launcher import ipc_endpoint
+from distea.launcher import ipc_endpoint, listen
+from distea.localcollector import LocalCollector
 from distea.rundir import create_run_dir, write_run_meta
 from distea.wire import FORMAT_VERSION, WIRE_MAGIC
 
@@ -87,12 +88,21 @@ def batch(key: str, seq: int, final: bool, size: int = 1000) -> list[bytes]:
     return [WIRE_MAGIC, header, msgpack.packb([8, {"pad": "x" * size}])]
 
 
-def test_drain_ends_at_once_with_everything_stored(tmp_path: Path) -> None:
+def start_collector(kind: str, run_dir: Path, endpoint: str) -> Collector | LocalCollector:
+    """``local``: what distea run uses (plain Python); ``zmq``: distea collect's (pyzmq)."""
+    if kind == "local":
+        return LocalCollector(run_dir, endpoint, listen(endpoint)).start()
+    return Collector(run_dir, endpoint).start()
+
+
+@pytest.mark.parametrize("kind", ["local", "zmq"])
+def test_drain_ends_at_once_with_everything_stored(tmp_path: Path, kind: str) -> None:
     """Writers that sent and closed just before drain(): nothing they sent is lost,
-    and drain does not wait for a settling time (nor close() for a poll)."""
+    and drain does not wait for a settling time (nor close() for a poll). The writers
+    are libzmq PUSH sockets: the plain-Python collector speaks ZMTP as ZeroMQ does."""
     run_dir = create_run_dir(tmp_path / "run")
     endpoint, _ = ipc_endpoint(run_dir)
-    collector = Collector(run_dir, endpoint).start()
+    collector = start_collector(kind, run_dir, endpoint)
     writers, batches = 6, 40
     dead = subprocess.run([sys.executable, "-c", "import os; print(os.getpid())"],
                           capture_output=True, text=True, check=True)
@@ -144,9 +154,44 @@ def test_drain_counts_the_connections_still_open(tmp_path: Path) -> None:
         collector.close()
 
 
+def test_local_drain_waits_for_a_live_writer_and_refuses_strangers(tmp_path: Path) -> None:
+    """A connection held open by a live process is waited for (up to the timeout); a
+    peer that does not speak ZMTP is refused and counted, and collection goes on."""
+    run_dir = create_run_dir(tmp_path / "run")
+    endpoint, _ = ipc_endpoint(run_dir)
+    collector = LocalCollector(run_dir, endpoint, listen(endpoint)).start()
+    context: zmq.Context[object] = zmq.Context()
+    sock = context.socket(zmq.PUSH)
+    sock.connect(endpoint)
+    sock.send_multipart(batch(f"{os.uname().nodename}:{os.getpid()}:1", 0, final=False))
+    import socket as stdlib_socket
+
+    stranger = stdlib_socket.socket(stdlib_socket.AF_UNIX)
+    stranger.connect(endpoint[len("ipc://"):])
+    stranger.sendall(b"GET / HTTP/1.0\r\n" * 8)
+    try:
+        deadline = time.monotonic() + 10
+        while not (collector.stats.batches and collector.stats.refused_count) \
+                and time.monotonic() < deadline:
+            time.sleep(0.01)
+        began = time.monotonic()
+        still_open = collector.drain(0.5)
+        assert 0.45 < time.monotonic() - began < 5
+        assert [s.key for s in still_open] == [f"{os.uname().nodename}:{os.getpid()}:1"]
+        assert collector.stats.refused_count == 1 and collector.stats.rejected == 1
+        sock.close(linger=1000)
+        began = time.monotonic()
+        collector.drain(10.0)
+        assert time.monotonic() - began < 5  # the writer's end of file ends the wait
+    finally:
+        stranger.close()
+        context.term()
+        collector.close()
+
+
 def test_a_tracer_that_connects_before_the_collector_loses_nothing(tmp_path: Path) -> None:
-    """distea run starts the command before ZeroMQ takes the listening socket over:
-    a process that connects (and even ends) before then waits in the backlog."""
+    """distea run starts the command before the collector takes the listening socket
+    over: a process that connects (and even ends) before then waits in the backlog."""
     from distea.launcher import listen, tracer_environment
     from distea.traceformat import load_run
     from distea.tracer.config import TracerConfig
@@ -164,7 +209,7 @@ def test_a_tracer_that_connects_before_the_collector_loses_nothing(tmp_path: Pat
     child = subprocess.Popen([sys.executable, "app.py"], cwd=tmp_path,
                              env=tracer_environment(config, dict(os.environ)))
     time.sleep(0.5)  # the child has connected, sent its header, maybe ended
-    collector = Collector(run_dir, endpoint, listener_fd=fd).start()
+    collector = LocalCollector(run_dir, endpoint, fd).start()
     try:
         assert child.wait(timeout=30) == 0
         assert collector.drain(10.0) == []

@@ -114,10 +114,10 @@ class _Collector(HTMLParser):
             el.text += data
 
 
-def dump_dom(page: Path, fragment: str, profile: Path) -> Dom:
-    """The DOM after the page's script ran, at ``page#fragment``."""
+def dump_dom(page: Path, fragment: str, profile: Path, *, size: str = "1500,1000") -> Dom:
+    """The DOM after the page's script ran, at ``page#fragment``, in a window of ``size``."""
     url = page.resolve().as_uri() + (f"#{fragment}" if fragment else "")
-    proc = _run(["--window-size=1500,1000", "--dump-dom", url], profile)
+    proc = _run([f"--window-size={size}", "--dump-dom", url], profile)
     parser = _Collector()
     parser.feed(proc.stdout)
     parser.dom.console = console_messages(proc.stderr)

@@ -90,7 +90,7 @@ def test_click_explains(small_page: Path, tmp_path: Path) -> None:
 
 def test_filter_and_toggles(small_page: Path, tmp_path: Path) -> None:
     dom = load(small_page, tmp_path, "filter=evaluate")
-    assert dom.by_id("match-count").text == "2 execution(s) match"
+    assert dom.by_id("match-count").text == "2 executions match"
     assert {n.attrs["data-method"] for n in dom.select("g", "node match")} == {
         "app.worker.evaluate"}
     assert len(dom.select("g", "node faded")) == 24

@@ -20,7 +20,7 @@ def test_report_writes_one_self_contained_file(small_dir: Path, tmp_path: Path) 
     out = tmp_path / "impact.html"
     result = invoke("report", SMALL_QUERY, "--run", str(small_dir), "-o", str(out))
     assert result.exit_code == 0, result.output
-    assert f"wrote {out}: 13 impacted (process, method) pairs in 4 of 5 processes" in result.output
+    assert f"wrote {out}: 10 functions reached in 4 of 5 processes" in result.output
     html = out.read_text()
     assert html.startswith("<!DOCTYPE html>")
     # nothing is fetched when the page opens: no external script, style, font or image

@@ -3,21 +3,29 @@
  * The data (distea/report/model.py) already says everything: lanes, method
  * executions with happens-before times t0/t1, message edges, explanation
  * chains. This script only lays out what is visible — x is the rank of a
- * time among the times shown, y is the lane, bars are packed into rows
- * first-fit — draws it as SVG, and wires the filter, toggles and the
- * explanation panel. No dependencies; sets body[data-ready] when done (and
- * body[data-error] if anything throws).
+ * time among the times shown (one axis for every lane, drawn on top), y is
+ * the lane, bars are packed into rows (the query and impacted methods first,
+ * at most MAX_ROWS rows per lane until the lane is expanded) — draws it as
+ * SVG, and wires the filter, toggles and the explanation panel.
+ *
+ * Readability at a thousand messages: messages are drawn under the bars,
+ * and those between the same two lanes that start and end within a few
+ * pixels of each other are one line, as thick as it is many (its tooltip
+ * counts them); the receive where the impact arrives is always its own line.
+ * No dependencies; sets body[data-ready] when done (and body[data-error] if
+ * anything throws).
  */
 (function () {
   "use strict";
   var SVGNS = "http://www.w3.org/2000/svg";
   var HEAD_H = 46, AXIS_Y = 14, ROW_H = 18, BAR_H = 14, COLLAPSED_H = 46, PAD_X = 24;
+  var TOP_AXIS_H = 24, MAX_ROWS = 8, BUNDLE_PX = 24, TICK_PX = 110;
 
   var data = JSON.parse(document.getElementById("distea-data").textContent);
   var lanes = data.lanes, nodes = data.nodes, methods = data.methods, edges = data.edges;
   var state = {
     hideOther: false, byModule: false, allMessages: false, filter: "", zoom: 1,
-    collapsed: {}, selected: null
+    collapsed: {}, allRows: {}, selected: null
   };
   // big runs start tidy: lanes the impact never reaches are collapsed, methods grouped
   if (lanes.length > 12) {
@@ -53,7 +61,14 @@
     if (text !== undefined) e.textContent = text;
     return e;
   }
+  function plural(n, one, many) { return n + " " + (n === 1 ? one : (many || one + "s")); }
   function laneLabel(l) { return l.pid === null ? l.role : l.role + " (pid " + l.pid + ")"; }
+  /* The lane's bold name: its role, its rank, and its pid where another lane has the same role. */
+  function laneName(l) {
+    var name = l.rank !== null && l.role.indexOf("rank") < 0
+      ? shortRole(l.role) + " · rank " + l.rank + (l.world_size ? "/" + l.world_size : "") : shortRole(l.role);
+    return l.twin && l.pid !== null ? name + " · pid " + l.pid : name;
+  }
   /* Long dotted roles (module names) keep their informative tail: "…param_server.worker". */
   function shortRole(role) {
     if (role.length <= 26) return role;
@@ -104,6 +119,31 @@
 
   var layout = null;
 
+  function rank(it) { return it.cls === "query" ? 0 : it.cls === "impacted" ? 1 : 2; }
+  function overlaps(spans, a, b) {
+    for (var i = 0; i < spans.length; i++) if (spans[i][0] < b && a < spans[i][1]) return true;
+    return false;
+  }
+
+  /* Messages between the same two lanes, starting and ending within BUNDLE_PX of each other,
+     become one line; the impact's arrival is never bundled away. */
+  function bundle(list, xOf) {
+    var out = [], byKey = {};
+    list.forEach(function (e) {
+      var x1 = xOf(e.src_t), x2 = xOf(e.dst_t);
+      var k = e.arrival ? null : [e.src, e.dst, e.carries ? 1 : 0, e.ambiguous ? 1 : 0,
+                                  Math.round(x1 / BUNDLE_PX), Math.round(x2 / BUNDLE_PX)].join("|");
+      var b = k === null ? null : byKey[k];
+      if (!b) {
+        b = { e: e, x1: x1, x2: x2, n: 0, channels: {} };
+        out.push(b);
+        if (k !== null) byKey[k] = b;
+      }
+      b.n++;
+      b.channels[e.channel] = 1;
+    });
+    return out;
+  }
   function draw() {
     var visibleEdges = edges.filter(function (e) { return e.carries || state.allMessages; });
     var perLane = lanes.map(function (l) { return state.collapsed[l.index] ? [] : items(l); });
@@ -125,40 +165,52 @@
       return PAD_X + (lo - 0.5) * step;
     }
 
-    // rows: first-fit packing of bars and their labels, per lane
+    // rows: bars and their labels packed per lane, the query and impacted methods first; the
+    // not-impacted ones fill rows up to MAX_ROWS (the rest wait for a click), the impact never waits
     var maxX = PAD_X + times.length * step;
-    var ys = [], y = 0;
+    var ys = [], y = TOP_AXIS_H;
     lanes.forEach(function (l, li) {
-      var rows = [];
-      perLane[li].forEach(function (it) {
+      var rows = [], hidden = 0, cap = state.allRows[l.index] ? Infinity : MAX_ROWS;
+      var order = perLane[li].slice().sort(function (a, b) {
+        return rank(a) - rank(b) || a.t0 - b.t0;
+      });
+      order.forEach(function (it) {
         it.x0 = xOf(it.t0);
         it.x1 = Math.max(it.x0 + 6, xOf(it.t1));
         var tw = textWidth(it.label) + 10;
         it.inside = it.x1 - it.x0 >= tw;
         var end = it.inside ? it.x1 : it.x1 + tw;
         var r = 0;
-        while (r < rows.length && rows[r] > it.x0 - 4) r++;
-        rows[r] = end;
+        while (r < rows.length && overlaps(rows[r], it.x0 - 4, end)) r++;
+        if (r >= cap && rank(it) === 2) { it.row = -1; hidden++; return; }  // never hide the impact
+        (rows[r] = rows[r] || []).push([it.x0 - 4, end]);
         it.row = r;
         maxX = Math.max(maxX, end);
       });
-      var hgt = state.collapsed[l.index] ? COLLAPSED_H : Math.max(HEAD_H, 28 + rows.length * ROW_H + 8);
-      ys.push({ top: y, height: hgt, rows: rows.length });
+      perLane[li] = perLane[li].filter(function (it) { return it.row >= 0; });
+      var extra = hidden ? ROW_H : 0;
+      var hgt = state.collapsed[l.index] ? COLLAPSED_H : Math.max(HEAD_H, 28 + rows.length * ROW_H + 8 + extra);
+      ys.push({ top: y, height: hgt, rows: rows.length, hidden: hidden });
       y += hgt;
     });
-    var width = Math.ceil(maxX + PAD_X), height = y;
+    var width = Math.max(Math.ceil(maxX + PAD_X), wrap.clientWidth - 250), height = y;
     layout = { xOf: xOf, ys: ys, perLane: perLane, width: width };
 
     var grid = h("div", { "class": "timeline" });
     var heads = h("div", { "class": "lane-heads" });
+    var axisHead = h("div", { "class": "axis-head", title: "Lamport time of the recorded happens-before order: one axis for every lane" },
+                     "happens-before time →");
+    axisHead.style.height = TOP_AXIS_H + "px";
+    heads.appendChild(axisHead);
     grid.appendChild(heads);
     var svg = el("svg", { "class": "lanes", width: width, height: height, viewBox: "0 0 " + width + " " + height,
                           role: "img", "aria-label": "process swimlanes" });
     grid.appendChild(svg);
 
     var back = el("g", {}, svg);
-    var nodeLayer = el("g", { "class": "nodes" }, svg);
+    drawTopAxis(svg, times, xOf, width, height);
     var edgeLayer = el("g", { "class": "edges" + (state.selected ? " dim" : "") }, svg);
+    var nodeLayer = el("g", { "class": "nodes" }, svg);
     el("g", { id: "chain-overlay" }, svg);
 
     var drawnNodes = 0, matchCount = 0, matchLanes = 0;
@@ -172,9 +224,8 @@
       head.style.height = box.height + "px";
       var role = h("div", { "class": "role" });
       role.appendChild(h("span", { "class": "twisty" }, collapsed ? "▸" : "▾"));
-      role.appendChild(document.createTextNode(l.rank !== null && l.role.indexOf("rank") < 0
-        ? shortRole(l.role) + " · rank " + l.rank + (l.world_size ? "/" + l.world_size : "") : shortRole(l.role)));
-      role.title = l.role;
+      role.appendChild(document.createTextNode(laneName(l)));
+      role.title = laneLabel(l);
       head.appendChild(role);
       head.appendChild(h("div", { "class": "proc" },
         [l.pid === null ? "" : "pid " + l.pid, l.host].filter(Boolean).join(" · ")));
@@ -199,13 +250,18 @@
         el("rect", { "class": "region", x: sx, y: box.top, width: Math.max(0, width - sx), height: box.height }, back);
         el("line", { "class": "start-line", x1: sx, x2: sx, y1: box.top + 2, y2: box.top + box.height - 2 }, back);
         var lbl = el("text", { "class": "start-label", x: sx + 4, y: box.top + AXIS_Y - 4 }, back);
-        lbl.textContent = "impact from clock " + l.start;
+        lbl.textContent = "impact arrives (t " + l.start_t + ")";
       }
       el("line", { "class": "axis", x1: PAD_X / 2, x2: width - PAD_X / 2, y1: axis, y2: axis }, back);
       el("line", { "class": "lane-sep", x1: 0, x2: width, y1: box.top + box.height - 0.5, y2: box.top + box.height - 0.5 }, back);
       if (collapsed) {
         var note = el("text", { "class": "collapsed-note", x: PAD_X, y: axis + 20 }, back);
         note.textContent = l.methods + " methods, " + l.impacted + " impacted (collapsed: click the lane name)";
+      } else if (box.hidden) {
+        var more = el("text", { "class": "more-rows", x: PAD_X, y: box.top + box.height - 10 }, back);
+        more.textContent = "+ " + box.hidden + " more not-impacted method" + (box.hidden === 1 ? "" : "s") +
+                           " (click to show every row)";
+        more.addEventListener("click", function () { state.allRows[l.index] = true; redraw(); });
       }
       if (laneMatches(l)) matchLanes++;
 
@@ -230,15 +286,20 @@
     });
 
     // messages: a curve from the send on one lane's axis to the receive on another's
-    visibleEdges.forEach(function (e) {
-      var x1 = xOf(e.src_t), y1 = ys[e.src].top + AXIS_Y, x2 = xOf(e.dst_t), y2 = ys[e.dst].top + AXIS_Y;
+    var bundles = bundle(visibleEdges, xOf);
+    bundles.forEach(function (b) {
+      var e = b.e, x1 = b.x1, y1 = ys[e.src].top + AXIS_Y, x2 = b.x2, y2 = ys[e.dst].top + AXIS_Y;
       var dx = Math.max(12, (x2 - x1) / 2);
-      var cls = "edge" + (e.carries ? " carries" : "") + (e.arrival ? " arrival" : "") + (e.ambiguous ? " ambiguous" : "");
+      var cls = "edge" + (e.carries ? " carries" : "") + (e.arrival ? " arrival" : "") + (e.ambiguous ? " ambiguous" : "") +
+                (b.n > 1 ? " bundle" : "");
       var p = el("path", { "class": cls, d: "M" + x1 + "," + y1 + " C" + (x1 + dx) + "," + y1 + " " + (x2 - dx) + "," + y2 + " " + x2 + "," + y2,
                            "marker-end": e.carries ? "url(#arrow-hot)" : "url(#arrow)",
-                           "data-src": String(e.src), "data-dst": String(e.dst) }, edgeLayer);
+                           "data-src": String(e.src), "data-dst": String(e.dst), "data-count": String(b.n) }, edgeLayer);
+      if (b.n > 1) p.style.strokeWidth = String(Math.min(6, 1.2 + Math.log2(b.n)));
       var tip = el("title", {}, p);
-      tip.textContent = e.channel + "  (clock " + e.src_clock + " → " + e.dst_clock + ")" + (e.ambiguous ? "  ambiguous pairing" : "");
+      tip.textContent = b.n > 1
+        ? b.n + " messages, " + laneName(lanes[e.src]) + " → " + laneName(lanes[e.dst]) + "  (" + Object.keys(b.channels).slice(0, 3).join(", ") + ")"
+        : e.channel + "  (clock " + e.src_clock + " → " + e.dst_clock + ")" + (e.ambiguous ? "  ambiguous pairing" : "");
       el("circle", { "class": "tick" + (e.carries ? " carries" : ""), cx: x1, cy: y1, r: 2.5 }, edgeLayer);
     });
     var defs = el("defs", {}, svg);
@@ -252,10 +313,27 @@
     wrap.appendChild(grid);
     wrap.dataset.nodes = String(drawnNodes);
     wrap.dataset.edges = String(visibleEdges.length);
+    wrap.dataset.lines = String(bundles.length);
 
     var mc = document.getElementById("match-count");
-    mc.textContent = state.filter ? matchCount + " execution(s) match" + (matchLanes ? ", " + matchLanes + " process(es)" : "") : "";
+    mc.textContent = state.filter ? plural(matchCount, "execution") + " match" + (matchLanes ? ", " + plural(matchLanes, "process", "processes") : "") : "";
     if (state.selected) drawChain(state.selected);
+  }
+
+  /* One axis over every lane: ticks about TICK_PX apart, labelled with the happens-before time. */
+  function drawTopAxis(svg, times, xOf, width, height) {
+    var g = el("g", { "class": "top-axis" }, svg);
+    el("rect", { "class": "top-axis-bg", x: 0, y: 0, width: width, height: TOP_AXIS_H }, g);
+    el("line", { "class": "axis", x1: PAD_X / 2, x2: width - PAD_X / 2, y1: TOP_AXIS_H - 1, y2: TOP_AXIS_H - 1 }, g);
+    var last = -Infinity;
+    times.forEach(function (t) {
+      var x = xOf(t);
+      if (x - last < TICK_PX) return;
+      last = x;
+      el("line", { "class": "tick-line", x1: x, x2: x, y1: TOP_AXIS_H - 5, y2: height }, g);
+      var label = el("text", { "class": "tick-label", x: x + 3, y: TOP_AXIS_H - 8 }, g);
+      label.textContent = "t " + t;
+    });
   }
 
   function key(it) { return (it.node ? "n" + it.node.id : "m" + it.name + "@" + it.members[0].lane); }
@@ -291,7 +369,7 @@
     showPanel(it);
   }
 
-  function fact(dl, k, v) { dl.appendChild(h("dt", {}, k)); dl.appendChild(h("dd", {}, v)); }
+  function fact(dl, k, v, cls) { dl.appendChild(h("dt", {}, k)); dl.appendChild(h("dd", cls ? { "class": cls } : {}, v)); }
 
   function showPanel(it) {
     panel.innerHTML = "";
@@ -300,7 +378,7 @@
       panel.appendChild(h("h2", {}, it.name));
       panel.appendChild(h("div", { "class": "fq" }, "module in " + laneLabel(lane)));
       var imp = it.members.filter(function (n) { return n.impacted; }).length;
-      panel.appendChild(h("p", {}, imp + " of " + it.members.length + " method(s) impacted. Click one for its explanation."));
+      panel.appendChild(h("p", {}, imp + " of " + plural(it.members.length, "method") + " impacted. Click one for its explanation."));
       var ul = h("ul", { "class": "members" });
       it.members.forEach(function (n) {
         var li = h("li");
@@ -325,7 +403,7 @@
       cls === "query" ? "query method" : cls === "impacted" ? "impacted" : "not impacted"));
     var dl = h("dl", { "class": "facts" });
     fact(dl, "process", laneLabel(lane) + (lane.host ? " · " + lane.host : ""));
-    if (m.file) fact(dl, "defined", m.file + ":" + m.line);
+    if (m.file) fact(dl, "defined", m.file + ":" + m.line, "path");
     fact(dl, "first start", "clock " + n.first);
     fact(dl, "last executing", "clock " + n.last);
     fact(dl, "impact arrives", lane.start === null ? "never, in this process" : "clock " + lane.start);
@@ -372,6 +450,20 @@
     return out;
   }
 
+  function hops(n) {
+    var seen = {};
+    data.chains[n.chain].forEach(function (s) { seen[s.lane] = 1; });
+    seen[n.lane] = 1;
+    return Object.keys(seen).length;
+  }
+  /* Reached only because a process ended (its exit seen by its parent): the least telling path. */
+  function lifecycle(n) {
+    var recvs = data.chains[n.chain].filter(function (s) { return s.action === "recv"; });
+    var last = recvs[recvs.length - 1];
+    return last && /^(exit|proc) /.test(last.detail) ? 1 : 0;
+  }
+  function anonymous(n) { return methods[n.method].short.indexOf("<") >= 0 ? 1 : 0; }
+
   function itemOf(n) {
     return layout.perLane[n.lane].filter(function (i) { return i.members.indexOf(n) >= 0; })[0];
   }
@@ -383,7 +475,7 @@
     if ("hide" in params) state.hideOther = params.hide === "1";
     if ("module" in params) state.byModule = params.module === "1";
     if ("all" in params) state.allMessages = params.all === "1";
-    if (params.expand === "1") state.collapsed = {};
+    if (params.expand === "1") { state.collapsed = {}; lanes.forEach(function (l) { state.allRows[l.index] = true; }); }
     var hide = document.getElementById("hide-other"), mod = document.getElementById("by-module");
     hide.checked = state.hideOther; mod.checked = state.byModule;
     document.getElementById("all-messages").checked = state.allMessages;
@@ -396,7 +488,7 @@
       lanes.forEach(function (l) { state.collapsed[l.index] = true; }); redraw();
     });
     document.getElementById("expand-all").addEventListener("click", function () {
-      state.collapsed = {}; redraw();
+      state.collapsed = {}; lanes.forEach(function (l) { state.allRows[l.index] = true; }); redraw();
     });
     document.getElementById("zoom-in").addEventListener("click", function () { state.zoom *= 1.5; redraw(); });
     document.getElementById("zoom-out").addEventListener("click", function () { state.zoom = Math.max(0.2, state.zoom / 1.5); redraw(); });
@@ -414,11 +506,12 @@
       })[0] || null;
       if (pick && state.collapsed[pick.lane]) { delete state.collapsed[pick.lane]; draw(); }
     } else {
-      // something to look at first: the impacted method reached through the most messages
+      // first, the query's farthest effect: the impacted method whose explanation crosses the
+      // most processes, a named function rather than a lambda or module body, the latest
       pick = nodes.filter(function (n) { return n.impacted && !n.query && n.chain !== null; })
         .sort(function (a, b) {
-          return data.chains[b.chain].length - data.chains[a.chain].length ||
-                 (a.t1 - a.t0) - (b.t1 - b.t0) || b.t0 - a.t0;
+          return lifecycle(a) - lifecycle(b) || hops(b) - hops(a) || anonymous(a) - anonymous(b) ||
+                 data.chains[b.chain].length - data.chains[a.chain].length || b.t1 - a.t1 || a.id - b.id;
         })[0] || null;
     }
     var it = pick && itemOf(pick);

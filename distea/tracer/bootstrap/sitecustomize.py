@@ -20,7 +20,8 @@ def _note_untraced(reason):
             os.makedirs(folder)
         note = {
             "pid": os.getpid(),
-            "argv": list(sys.argv),
+            # sys.argv is still ['-m'] or ['-c'] while site runs: orig_argv names the program
+            "argv": list(getattr(sys, "orig_argv", sys.argv)),
             "reason": reason,
             "parent_token": os.environ.get("DISTEA_PARENT_TOKEN"),
         }
@@ -30,12 +31,42 @@ def _note_untraced(reason):
         pass
 
 
+def _import_tracer():
+    """The tracer's entry point, from the program's own path or else from distea's own copy.
+
+    A program in an environment without distea (distea installed as a tool)
+    gets it from DISTEA_TRACER_PATH, which holds only distea and msgpack and
+    is on sys.path only for this import. msgpack's modules are then dropped
+    from sys.modules (the tracer keeps its references), so the program's own
+    ``import msgpack`` behaves as it would untraced.
+    """
+    try:
+        from distea.tracer.startup import start_from_environment
+        return start_from_environment
+    except ImportError:
+        extra = os.environ.get("DISTEA_TRACER_PATH")
+        if not extra or not os.path.isdir(extra):
+            raise
+    for name in [n for n in sys.modules if n == "distea" or n.startswith("distea.")]:
+        del sys.modules[name]  # a half-imported attempt from the program's path
+    sys.path.append(extra)
+    try:
+        from distea.tracer.startup import start_from_environment
+    finally:
+        sys.path.remove(extra)
+        ours = os.path.join(extra, "msgpack")
+        for name in [n for n in sys.modules if n == "msgpack" or n.startswith("msgpack.")]:
+            if (getattr(sys.modules[name], "__file__", None) or "").startswith(ours):
+                del sys.modules[name]
+    return start_from_environment
+
+
 def _start():
     if sys.version_info < (3, 12):
         _note_untraced("Python %d.%d has no sys.monitoring (needs 3.12+)" % sys.version_info[:2])
         return
     try:
-        from distea.tracer.startup import start_from_environment
+        start_from_environment = _import_tracer()
     except ImportError as exc:
         _note_untraced("cannot import the tracer in %s: %s" % (sys.executable, exc))
         return
