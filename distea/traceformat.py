@@ -44,11 +44,16 @@ Channel conventions (what SEND/RECV carry, per ``kind``):
   direction; ``start``/``end`` are byte offsets in that direction. A receive
   of [a, b) happens after the send that carried byte b-1. Offsets restarting
   at 0 on the same channel mean a new connection (generation).
+- Pipes (``pipe``): ``channel`` is ``"HOST:pipe:INODE"``, the same at both
+  ends; ``start``/``end`` are byte offsets in the pipe's direction as counted
+  by the recording process (a forked child goes on from its parent's count).
+  Older runs carried a message index there and the byte range in
+  ``meta["bytes"]``, which the analyzer reads instead.
 - Process lifecycle: ``proc`` (parent SEND at spawn/fork, child RECV as its
   first event; channel = spawn token, start 0, end 1) and ``exit`` (child SEND
   as its last event, parent RECV when wait/join returns; channel =
   ``"HOST:PID"``).
-- Messages (``mp``, ``zmq``, ``udp``, ``unixgram``, ``pipe``, ``torch``):
+- Messages (``mp``, ``zmq``, ``udp``, ``unixgram``, ``torch``):
   ``start`` is the message's index on that channel as counted by that end,
   ``end = start + 1``; ``meta["fp"]`` a payload fingerprint where both ends can
   compute it; ``meta["fanout"] = True`` on a send that many receivers get

@@ -28,9 +28,12 @@ Per kind:
 - ``exit``: ``HOST:PID``; sends and receives paired in order;
 - ``torch`` with ``meta["role"]``: a collective ``GROUP:SEQ``, all sends →
   all receives (a hub); without a role it is point-to-point, as below;
+- ``pipe``: byte offsets per pipe, like streams, where the processes using
+  one end took turns; safely uncertain otherwise
+  (:mod:`distea.analyzer.match_pipes`);
 - ``file``: by same-host real time, :mod:`distea.analyzer.match_files`;
-- message kinds (``mp``, ``zmq``, ``udp``, ``unixgram``, ``pipe`` and any kind
-  not named here): per channel — a send on a LINKed end is received on the
+- message kinds (``mp``, ``zmq``, ``udp``, ``unixgram`` and any kind not named
+  here): per channel — a send on a LINKed end is received on the
   other end, otherwise the channel strings are equal — then per fingerprint
   class (``meta["fp"]``, or "no fingerprint"), FIFO per sender. One
   candidate sender: FIFO alignment, certain (``meta["fanout"]`` sends are
@@ -38,7 +41,7 @@ Per kind:
   non-fanout sender whose messages several receivers share: uncertain. A
   process's own sends are candidates only when no other process sends on the
   channel (its own clock already orders them before its receives); on ``mp``
-  and ``pipe`` channels, where a process may read back its own message from
+  channels, where a process may read back its own message from
   a shared queue, a receiver that also sends in that class is uncertain. ``udp``
   classes where the counts differ (a datagram was lost) are uncertain too.
 - a channel marked by a send of kind ``unseen`` (something distea cannot see
@@ -56,6 +59,7 @@ from collections import defaultdict
 from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 
+from distea.analyzer import match_pipes
 from distea.analyzer.match_files import KIND as FILE_KIND
 from distea.analyzer.match_files import match_files
 from distea.analyzer.match_unseen import (
@@ -69,9 +73,9 @@ from distea.model import ChannelLink, MessageEvent, ProcessInfo
 
 STREAM_KINDS = frozenset({"tcp", "unix", "ssl"})
 LIFECYCLE_KINDS = frozenset({"proc", "exit"})
-MESSAGE_KINDS = frozenset({"mp", "zmq", "udp", "unixgram", "pipe"})
+MESSAGE_KINDS = frozenset({"mp", "zmq", "udp", "unixgram"})
 LOSSY_KINDS = frozenset({"udp"})
-SELF_READ_KINDS = frozenset({"mp", "pipe"})
+SELF_READ_KINDS = frozenset({"mp"})
 """Kinds where one channel name can be a queue that a process both writes and reads."""
 
 Hub = tuple[tuple[int, ...], tuple[int, ...]]
@@ -237,6 +241,10 @@ def _match_group(m: Matching, kind: str, sends: list[int], recvs: list[int],
     result = _Result()
     if kind in STREAM_KINDS:
         _match_stream(m, sends, recvs, result)
+    elif kind == match_pipes.KIND:
+        piped = match_pipes.match_pipe(m, sends, recvs)
+        result.matched, result.ambiguous = piped.matched, piped.ambiguous
+        result.unmatched_sends = piped.unmatched_sends
     elif kind == "proc":
         _match_proc(m, sends, recvs, result)
     elif kind == "exit":

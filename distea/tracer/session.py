@@ -214,6 +214,13 @@ class TracerSession:
         """Final flush: stacks, stats, END. Safe to call twice; never raises."""
         if self.finished:
             return
+        if reason == "exit":
+            # The interpreter flushes buffered standard streams after the tracer is
+            # gone: a channel that records them (pipes) flushes them first.
+            for channel in self.channels:
+                flush = getattr(channel, "flush_at_exit", None)
+                if flush is not None:
+                    self.guarded(flush)
         self.finished = True
         try:
             self.monitor.stop()
@@ -475,6 +482,12 @@ class TracerSession:
                 emitter.flush()
         except Exception:
             self.errors += 1
+
+    def service_if_due(self) -> None:
+        """What a new message record would have triggered (a due flush, periodic
+        work), for a channel that extended a pending record instead (pipes)."""
+        if monotonic() >= self._due[0]:
+            self._service()
 
     def _service(self) -> None:
         """Flush what has waited long enough or filled a batch; now and then send

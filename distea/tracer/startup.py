@@ -28,6 +28,7 @@ CHANNEL_MODULES = (
     ("distea.tracer.channels.processes", "ProcessChannel"),
     ("distea.tracer.channels.sockets", "SocketChannel"),
     ("distea.tracer.channels.datagrams", "DatagramChannel"),
+    ("distea.tracer.channels.pipes", "PipeChannel"),
     ("distea.tracer.channels.multiprocessing", "MultiprocessingChannel"),
     ("distea.tracer.channels.files", "FileChannel"),
     ("distea.tracer.channels.wakeup", "WakeupChannel"),

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import builtins
+import io
 import os
 import posix
 import signal
@@ -14,8 +16,10 @@ from typing import Any
 import zmq
 
 from distea.tracer.channels.datagrams import DatagramChannel
+from distea.tracer.channels.files import FileChannel
 from distea.tracer.channels.importhooks import IMPORT_HOOKS, ImportHooks
 from distea.tracer.channels.multiprocessing import MultiprocessingChannel
+from distea.tracer.channels.pipes import PipeChannel
 from distea.tracer.channels.sockets import SocketChannel
 from distea.tracer.channels.torch_distributed import TorchDistributedChannel
 from distea.tracer.channels.wakeup import WakeupChannel
@@ -31,6 +35,7 @@ class StubSession:
         self.errors = 0
         self.finished = False
         self.emitter = types.SimpleNamespace(endpoint=None)
+        self.config = types.SimpleNamespace(run_dir="")
         self.blocking_check_at = 0.0
 
     def stamp(self) -> tuple[int, int]:
@@ -53,6 +58,7 @@ def patched_state() -> dict[str, Any]:
         "os.read": os.read, "os.write": os.write, "os.pipe": os.pipe, "os.open": os.open,
         "os.close": os.close, "os.dup": os.dup, "os.dup2": os.dup2,
         "posix": dict(vars(posix)), "signal.set_wakeup_fd": signal.set_wakeup_fd,
+        "io.open": io.open, "open": builtins.open,
         "socketpair": socket.socketpair, "sendto": socket.socket.sendto,
         "recvfrom": socket.socket.recvfrom, "recvfrom_into": socket.socket.recvfrom_into,
         "send": socket.socket.send, "recv": socket.socket.recv,
@@ -67,8 +73,8 @@ def patched_state() -> dict[str, Any]:
 def test_install_then_uninstall_restores_everything() -> None:
     before = patched_state()
     session = StubSession()
-    channels = [SocketChannel(), DatagramChannel(), MultiprocessingChannel(), ZmqChannel(),
-                TorchDistributedChannel(), WakeupChannel()]
+    channels = [SocketChannel(), DatagramChannel(), PipeChannel(), MultiprocessingChannel(),
+                FileChannel(), ZmqChannel(), TorchDistributedChannel(), WakeupChannel()]
     for channel in channels:
         channel.install(session)  # type: ignore[arg-type]
         session.channels.append(channel)
@@ -85,7 +91,7 @@ def test_install_then_uninstall_restores_everything() -> None:
 
 def test_patched_os_functions_keep_their_names() -> None:
     session = StubSession()
-    channel = DatagramChannel()
+    channel = PipeChannel()
     channel.install(session)  # type: ignore[arg-type]
     try:
         assert os.read.__name__ == "read" and os.write.__doc__

@@ -38,14 +38,15 @@ LAUNCHER_BEFORE_CHILDREN_RUN = (
 )
 """Methods of a `_launch`-based launcher that return before its last role even starts.
 
-The launcher's only receives that can order anything are its children's exits
-(it reads their stdout pipes, but children write those through ``sys.stdout``,
-a C-level file object the tracer cannot see: those reads are "external" and
-order nothing). Exits are reaped in `RoleGroup.finish`, after every
-`RoleGroup.start`/`wait_ready` call has returned, so for any query whose
-methods run only in the roles, these three are never impacted in the launcher.
-(`drain_pipes` is *not* in this list: whether its last call comes after the
-first relevant exit is timing-dependent.)
+The launcher's receives are its children's exits and their stdout: `read_line`
+(inside `wait_ready`) reads a role's READY line, which the role prints once its
+ports are bound (`announce_ready`), and `drain_pipes` the rest. Exits are reaped
+in `RoleGroup.finish`, after every `RoleGroup.start`/`wait_ready` call has
+returned. So for any query whose methods run only in the roles, and there only
+after the role announced itself (or in roles started after the last
+`wait_ready`), these three are never impacted in the launcher. (`drain_pipes` is
+*not* in this list: whether its last call comes after the first relevant exit
+or output is timing-dependent.)
 """
 
 
@@ -279,13 +280,14 @@ def check_launcher_channels(sr: SampleRun) -> None:
     - exit: every process records an exit; the launcher reaps each role (one
       matched receive per role). The launcher's own exit is the one unmatched
       send: its parent is ``distea run``, which is not traced.
-    - pipe: the launcher reads its roles' stdout with ``os.read`` (recorded), but
-      the roles write it through ``sys.stdout``, a C-level file object that the
-      pipe interceptor does not see (docs/channels.md, "Pipes and FIFOs"). So
-      every pipe receive is external, all of them in the launcher, and no pipe
-      send exists. That is legitimate: those receives order nothing, and impact
-      could not flow over them anyway (the roles print nothing the launcher
-      acts on after READY).
+    - pipe: each role prints to its own stdout pipe (``sys.stdout``, which the
+      tracer records at the raw write) and the launcher reads it with
+      ``os.read`` until EOF (``read_line``, then ``drain_pipes``). One writer
+      and one reader per pipe, every byte read: every pipe receive is in the
+      launcher and paired with certainty, and every send on a pipe the launcher
+      reads carries bytes it read. The other pipe sends are on pipes no traced
+      process reads (the launcher's own stdout, everyone's stderr: the test
+      harness reads them), and only those are unmatched.
     """
     children = len(sr.keys) - 1
     proc = kind_counts(sr, "proc")
@@ -298,10 +300,16 @@ def check_launcher_channels(sr: SampleRun) -> None:
         f"{sr.info('launcher').host}:{sr.info('launcher').pid}"
     ]
     pipe = kind_counts(sr, "pipe")
-    assert pipe["sends"] == 0 and pipe["recvs"] > 0, pipe
-    assert pipe["external"] == pipe["recvs"] and pipe["matched"] == pipe["ambiguous"] == 0, pipe
-    launcher_reads = len(sr.events("launcher", "recv", "pipe"))
-    assert launcher_reads == pipe["recvs"], "a pipe receive outside the launcher"
+    launcher_reads = sr.events("launcher", "recv", "pipe")
+    assert len(launcher_reads) == pipe["recvs"] > 0, "a pipe receive outside the launcher"
+    assert pipe["matched"] == pipe["recvs"] and pipe["external"] == pipe["ambiguous"] == 0, pipe
+    read = {ev.channel for ev in launcher_reads}
+    role_sends = [ev for name in sr.keys if name != "launcher"
+                  for ev in sr.events(name, "send", "pipe") if ev.channel in read]
+    assert {ev.channel for ev in role_sends} == read  # every role's stdout carried bytes
+    unread = [ev for name in sr.keys for ev in sr.events(name, "send", "pipe")
+              if ev.channel not in read]
+    assert pipe["unmatched_sends"] == len(unread), pipe
 
 
 def check_never_impacted(sr: SampleRun) -> None:

@@ -191,8 +191,12 @@ def test_report(sr: SampleRun) -> None:
     assert sr.impacted(res, "server") == {
         f"{SERVER}.report", f"{SERVER}.main", f"{SERVER}.<module>"
     }
-    # The launcher reaps the server after it ends: impacted through the exit.
-    assert sr.start_event(res, "launcher").kind == "exit"
+    # report prints the loss curve to the server's stdout pipe, which the
+    # launcher reads (drain_pipes) before it reaps the server: impacted from
+    # that read.
+    start = sr.start_event(res, "launcher")
+    assert start.kind == "pipe" and start.channel in {
+        ev.channel for ev in sr.events("server", "send", "pipe")}
     sr.expect(res, "launcher", impacted=["sample_systems._launch.print_transcripts"],
               not_impacted=LAUNCHER_BEFORE_CHILDREN_RUN)
 

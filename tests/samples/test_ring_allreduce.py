@@ -107,16 +107,27 @@ def test_channels(sr: SampleRun) -> None:
     reaped = {ev.channel for ev in sr.events("launcher", "recv", "exit")}
     assert reaped == {f"{sr.info(r).host}:{sr.info(r).pid}" for r in RANKS}
     # pipe: the launcher registers and unregisters its queues' semaphores by
-    # os.write to the resource tracker's pipe (recorded); the tracker reads it
-    # through a file object, in C, which the pipe interceptor does not see
-    # (docs/channels.md, "Pipes and FIFOs"). So every pipe send is unmatched,
-    # all from the launcher on one pipe, and nothing is received. Legitimate:
-    # nothing the tracker does is sample code.
+    # os.write to the resource tracker's pipe; the tracker reads it with `for line
+    # in open(fd, "rb")`, a file object whose raw reads are recorded. And each
+    # rank is spawned: the launcher writes its preparation data into a pipe
+    # (`open(fd, "wb")` in multiprocessing's popen_spawn_posix) that the rank
+    # reads (`open(fd, "rb")` in spawn_main). One writer (the launcher) and one
+    # reader per pipe, every byte read: every pipe receive is paired with
+    # certainty. The other pipe sends are stdout/stderr writes that only the
+    # untraced test harness reads: those, and only those, are unmatched.
     pipe = kind_counts(sr, "pipe")
-    assert pipe["recvs"] == 0 and pipe["unmatched_sends"] == pipe["sends"] > 0, pipe
-    launcher_pipe = sr.events("launcher", "send", "pipe")
-    assert len(launcher_pipe) == pipe["sends"]
-    assert len({ev.channel for ev in launcher_pipe}) == 1
+    assert pipe["matched"] == pipe["recvs"] > 0 and pipe["external"] == pipe["ambiguous"] == 0
+    readers = {name: {ev.channel for ev in sr.events(name, "recv", "pipe")} for name in sr.keys}
+    assert readers["launcher"] == set()
+    assert all(len(readers[name]) == 1 for name in ("resource-tracker", *RANKS)), readers
+    read = set().union(*readers.values())
+    assert len(read) == 1 + len(RANKS)  # the tracker's pipe and one per rank
+    writers = {name for name in sr.keys
+               if any(ev.channel in read for ev in sr.events(name, "send", "pipe"))}
+    assert writers == {"launcher"}
+    unread = [ev for name in sr.keys for ev in sr.events(name, "send", "pipe")
+              if ev.channel not in read]
+    assert pipe["unmatched_sends"] == len(unread), pipe
     assert sr.run.executions.get(sr.keys["resource-tracker"], {}) == {}
     assert set(sr.show["messages"]["by_kind"]) == {"proc", "exit", "pipe", "mp", "tcp"}
 

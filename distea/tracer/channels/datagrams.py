@@ -1,4 +1,4 @@
-"""Datagrams (UDP, Unix datagram sockets), socket pairs, and pipes written from Python.
+"""Datagrams (UDP, Unix datagram sockets) and socket pairs.
 
 Datagrams (kinds ``udp`` and ``unixgram``): ``sendto``/``recvfrom``/
 ``recvfrom_into`` are patched here; ``send``/``recv``/``recv_into``/
@@ -19,17 +19,7 @@ channel and multiprocessing name a socket-pair end that way, so the analyzer
 knows that what one end sends the other receives, in every process that
 inherits an end.
 
-Pipes (kind ``pipe``): ``os.read``/``os.write`` on a descriptor that is a
-pipe or FIFO (``os.pipe()``, ``os.mkfifo`` + ``os.open``, or inherited).
-Channel ``HOST:pipe:INODE``, the same at both ends. A pipe is a byte stream
-and writes and reads need not line up, so besides the message index and the
-fingerprint each event carries ``meta["bytes"] = [a, b)``, its byte range in
-that direction as counted by this process. Whether a descriptor is a pipe is
-decided by one ``fstat`` and cached per descriptor; a cached "pipe" is
-checked again (its inode) before it is recorded, so a reused descriptor
-number is never taken for the old pipe. Reads and writes that
-multiprocessing's connections make are theirs (kind ``mp``) and not counted
-again here. File objects (``open(fifo)``) read and write in C: not seen.
+Pipes and FIFOs are byte streams: :mod:`distea.tracer.channels.pipes`.
 """
 
 from __future__ import annotations
@@ -37,14 +27,8 @@ from __future__ import annotations
 import contextlib
 import os
 import socket
-import stat
 
-from distea.tracer.channels.multiprocessing import (
-    GUARD,
-    fingerprint,
-    pipe_name,
-    socket_end_name,
-)
+from distea.tracer.channels.multiprocessing import fingerprint, socket_end_name
 from distea.tracer.channels.patching import Patches
 from distea.tracer.session import TracerSession
 
@@ -108,10 +92,6 @@ def _peer(sock: socket.socket) -> Any:
 class DatagramChannel:
     def __init__(self) -> None:
         self.patches = Patches()
-        self.pipe_fds: dict[int, int] = {}
-        """fd → pipe inode; -1 for a descriptor known not to be a pipe."""
-        self.pipe_counts: dict[int, list[int]] = {}
-        """pipe inode → [messages written, bytes written, messages read, bytes read]."""
         self.sock_counts: dict[str, list[int]] = {}
         self.session: TracerSession | None = None
         self._stream_channel: Any = None
@@ -127,7 +107,6 @@ class DatagramChannel:
         self._patch_recvfrom(cls, "recvfrom")
         self._patch_recvfrom(cls, "recvfrom_into")
         self._patch_socketpair()
-        self._patch_pipes()
 
     def uninstall(self) -> None:
         if self._stream_channel is not None:
@@ -304,130 +283,3 @@ class DatagramChannel:
 
         socketpair.__wrapped__ = original  # type: ignore[attr-defined]
         self.patches.replace(socket, "socketpair", socketpair)
-
-    # -- pipes ----------------------------------------------------------------------
-
-    def _pipe_inode(self, fd: int) -> int:
-        """The pipe inode behind ``fd``, or -1; one fstat per new descriptor."""
-        ino = self.pipe_fds.get(fd)
-        if ino is None or ino >= 0:
-            try:
-                st = os.fstat(fd)
-            except OSError:
-                return -1
-            now = st.st_ino if stat.S_ISFIFO(st.st_mode) else -1
-            self.pipe_fds[fd] = now
-            return now
-        return ino
-
-    def _forget(self, *fds: int) -> None:
-        for fd in fds:
-            self.pipe_fds.pop(fd, None)
-
-    def _pipe_event(self, fd: int, payload: Any, sending: bool,
-                    reserved: tuple[int, int] | None = None) -> None:
-        ino = self._pipe_inode(fd)
-        session = self.session
-        if ino < 0 or session is None or getattr(GUARD, "in_mp_call", False):
-            return
-        counts = self.pipe_counts.get(ino)
-        if counts is None:
-            counts = self.pipe_counts[ino] = [0, 0, 0, 0]
-        slot = 0 if sending else 2
-        index, start = counts[slot], counts[slot + 1]
-        size = len(payload)
-        counts[slot], counts[slot + 1] = index + 1, start + size
-        meta = {"fp": fingerprint(payload), "bytes": [start, start + size]}
-        if reserved is not None:
-            session.send("pipe", pipe_name(ino), index, index + 1, meta, stamp=reserved)
-        elif sending:
-            session.send("pipe", pipe_name(ino), index, index + 1, meta)
-        else:
-            session.recv("pipe", pipe_name(ino), index, index + 1, meta)
-
-    def _patch_pipes(self) -> None:
-        channel = self
-        pipe_fds = self.pipe_fds
-        orig_read, orig_write = os.read, os.write
-
-        def read(fd: int, n: int) -> bytes:
-            if pipe_fds.get(fd, 0) != -1 and channel.session is not None:
-                try:
-                    channel.session.before_blocking()  # a pipe read may wait
-                except Exception:
-                    channel._error()
-            data = orig_read(fd, n)
-            if data and pipe_fds.get(fd, 0) != -1:
-                try:
-                    channel._pipe_event(fd, data, False)
-                except Exception:
-                    channel._error()
-            return data
-
-        def write(fd: int, data: Any) -> int:
-            reserved = None
-            if pipe_fds.get(fd, 0) != -1 and not getattr(GUARD, "in_mp_call", False):
-                try:
-                    if channel._pipe_inode(fd) >= 0 and channel.session is not None:
-                        reserved = channel.session.stamp()
-                except Exception:
-                    channel._error()
-            written = orig_write(fd, data)
-            if written and reserved is not None:
-                try:
-                    channel._pipe_event(fd, memoryview(data).cast("B")[:written], True,
-                                        reserved)
-                except Exception:
-                    channel._error()
-            return written
-
-        funcs: list[tuple[Any, Any]] = [(read, orig_read), (write, orig_write)]
-        for func, original in funcs:
-            func.__wrapped__ = original
-            func.__name__ = original.__name__
-            func.__doc__ = original.__doc__
-        self.patches.replace(os, "read", read)
-        self.patches.replace(os, "write", write)
-        self._patch_fd_makers()
-
-    def _patch_fd_makers(self) -> None:
-        """Keep the fd cache true: new and closed descriptors are forgotten."""
-        channel = self
-
-        def wrap_new(name: str) -> None:
-            original = getattr(os, name)
-
-            def new_fd(*args: Any, **kwargs: Any) -> Any:
-                result = original(*args, **kwargs)
-                channel._forget(*(result if isinstance(result, tuple) else (result,)))
-                return result
-
-            new_fd.__wrapped__ = original  # type: ignore[attr-defined]
-            new_fd.__name__ = original.__name__
-            new_fd.__doc__ = original.__doc__
-            self.patches.replace(os, name, new_fd)
-
-        def wrap_close(name: str) -> None:
-            original = getattr(os, name)
-
-            def close_fd(*args: Any, **kwargs: Any) -> Any:
-                if name == "close":
-                    channel._forget(args[0] if args else kwargs["fd"])
-                elif name == "dup2":
-                    channel._forget(args[1] if len(args) > 1 else kwargs["fd2"])
-                else:  # closerange
-                    low, high = args[0], args[1]
-                    for fd in [fd for fd in channel.pipe_fds if low <= fd < high]:
-                        channel._forget(fd)
-                return original(*args, **kwargs)
-
-            close_fd.__wrapped__ = original  # type: ignore[attr-defined]
-            close_fd.__name__ = original.__name__
-            close_fd.__doc__ = original.__doc__
-            self.patches.replace(os, name, close_fd)
-
-        for name in ("pipe", "pipe2", "open", "dup"):
-            if hasattr(os, name):
-                wrap_new(name)
-        for name in ("close", "dup2", "closerange"):
-            wrap_close(name)

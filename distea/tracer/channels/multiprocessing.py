@@ -13,7 +13,7 @@ the class is patched in every traced process.
 
 The connection writes its descriptor with ``os.write``/``_multiprocessing``
 bound at import, so ``socket.socket`` patches never see it; the pipe
-interceptor of :mod:`distea.tracer.channels.datagrams` may (``os.write`` is
+interceptor of :mod:`distea.tracer.channels.pipes` may (``os.write`` is
 patched before multiprocessing binds it), and is told to stay out by
 :data:`GUARD` ``.in_mp_call``. The guard is this module's own thread-local,
 not ``session.local``: the session replaces that one in a forked child,

@@ -1,0 +1,548 @@
+"""Pipes and FIFOs as byte streams (kind ``pipe``), however Python moves the bytes.
+
+A pipe is a byte stream: what one ``write`` put in may be read as header +
+body, and two writes may come out of one read. So, like TCP, each pipe
+direction is counted in bytes, and the analyzer pairs a receive of bytes
+``[a, b)`` with the send that carried byte ``b - 1`` (framing never matters).
+
+Where bytes cross a pipe in a Python process, and how each is seen:
+
+- ``os.read``/``os.write`` on a descriptor that is a pipe or FIFO
+  (``os.pipe()``, ``os.mkfifo`` + ``os.open``, inherited, asyncio's pipe
+  transports, ``Popen.communicate`` with several pipes): patched here. One
+  ``fstat`` decides per new descriptor; the fd-making and fd-closing ``os``
+  functions keep that cache true, and a cached pipe is checked again (its
+  inode) before each record, so a reused descriptor number is never taken
+  for the old pipe.
+- File objects over a pipe descriptor (``subprocess.Popen``'s ``stdin``/
+  ``stdout``/``stderr``, ``os.fdopen``, ``open(fd)``): their buffered and text
+  layers are C code that calls the raw layer's methods, so the raw layer is
+  made a :class:`FileIO` subclass that counts what the kernel really moved.
+  ``readline``, ``read``, ``communicate``, text decoding and read-ahead then
+  never matter, and writes are recorded per buffer flush, not per ``print``.
+  ``open`` is patched to build exactly the layers the interpreter's own
+  ``open`` builds (it builds them first, with ``closefd=False``, so every
+  argument is checked and every default decided by the original).
+- This process's ``sys.stdin``/``sys.stdout``/``sys.stderr`` when they are
+  pipes: rebuilt at start with the same encoding, errors, buffering and
+  newline rules over a counting raw layer, so a child's ``print`` → the
+  parent's read is an edge. Their last buffer is flushed (and recorded) when
+  the tracer finishes at a normal exit, just before the interpreter would
+  have flushed it, and they stay in place (recording nothing more) for the
+  interpreter's own last flush; at ``os._exit``, ``exec`` or a fatal signal
+  nothing is flushed, as untraced.
+
+Channel ``HOST:pipe:INODE``: ``fstat`` gives both ends of one pipe the same
+inode. ``start``/``end`` are byte offsets in the pipe's one direction as
+this process counted them; the counts are kept per inode, so that
+``os.read`` and a file object reading one pipe add up. A forked child
+inherits its parent's counts: where it takes over an end, its offsets go on
+where the parent's stopped; where both go on using one end, their ranges
+overlap and the analyzer pairs that pipe safely instead of by offsets
+(:mod:`distea.analyzer.match_pipes`).
+
+Reads and writes that multiprocessing's connections make are theirs (kind
+``mp``, :data:`~distea.tracer.channels.multiprocessing.GUARD`) and are not
+counted here. Not seen: FIFOs opened with ``open(path)`` (rare; the
+descriptor is not known to be a pipe before the file object exists),
+``os.readv``/``os.writev``/``os.splice``/``os.sendfile``, and pipes written
+by C extensions or non-Python children (their reader's bytes have no
+recorded send: external, reported).
+"""
+
+from __future__ import annotations
+
+import builtins
+import contextlib
+import io
+import os
+import socket
+import stat
+import sys
+from threading import get_ident
+
+from distea.tracer.channels.multiprocessing import GUARD
+from distea.tracer.channels.patching import Patches
+from distea.tracer.session import TracerSession
+
+TYPE_CHECKING = False  # typing costs every traced process ~5 ms at start-up
+if TYPE_CHECKING:
+    from typing import Any
+
+KIND = "pipe"
+HOST = socket.gethostname()
+OPEN_PARAMETERS = ("file", "mode", "buffering", "encoding", "errors", "newline", "closefd",
+                   "opener")
+STD_STREAMS = (("stdin", 0), ("stdout", 1), ("stderr", 2))
+FD_MAKERS = ("pipe", "pipe2", "open", "dup")
+FD_CLOSERS = ("close", "dup2", "closerange")
+
+
+def pipe_name(ino: int) -> str:
+    """The channel of a pipe: the same at both ends on one host."""
+    return f"{HOST}:pipe:{ino}"
+
+
+def default_buffer_size(raw: io.FileIO) -> int:
+    """The buffer size ``open`` picks for ``raw`` when none is given."""
+    blksize: int = raw._blksize  # type: ignore[attr-defined]
+    if sys.version_info >= (3, 14):
+        return max(min(blksize, 8192 * 1024), io.DEFAULT_BUFFER_SIZE)
+    return blksize
+
+
+class _Counts:
+    """One pipe as this process sees it: its channel name and the bytes moved each way."""
+
+    __slots__ = ("name", "read", "written")
+
+    def __init__(self, ino: int) -> None:
+        self.name = pipe_name(ino)
+        self.written = 0
+        self.read = 0
+
+
+class FileIO(io.FileIO):
+    """The raw layer of a file object over a pipe: counts the bytes each call moved.
+
+    The buffered and text layers above call these methods (``readinto`` to
+    fill a read buffer, ``readall`` for ``read()``, ``write`` at a flush),
+    so one record stands for one system call, whatever the program asked
+    of the layers above. Once the tracer has finished, it only does the I/O.
+
+    The pipe behind the descriptor is looked up once and kept with the
+    channel's descriptor epoch: any ``os.close``/``dup2``/new descriptor
+    made through ``os`` moves the epoch, and the next call looks again (a
+    ``dup2`` over descriptor 1 must not be taken for the old pipe). Errors
+    of the tracer are counted, never raised.
+    """
+
+    _distea_channel: PipeChannel | None = None
+    """Set on the class by :meth:`PipeChannel.install`."""
+    _distea_epoch = -1
+    _distea_pipe: _Counts | None = None
+
+    def _distea_counts(self, channel: PipeChannel) -> _Counts | None:
+        """This file's pipe now (the cached one while the channel's epoch holds)."""
+        if self._distea_epoch == channel.epoch:
+            return self._distea_pipe
+        try:
+            st = os.fstat(self.fileno())
+            pipe = channel.counts_of(st.st_ino) if stat.S_ISFIFO(st.st_mode) else None
+        except Exception:
+            channel.error()
+            return None
+        self._distea_pipe, self._distea_epoch = pipe, channel.epoch
+        return pipe
+
+    def _distea_received(self, size: int) -> None:
+        channel = self._distea_channel
+        session = channel.session if channel is not None else None
+        if channel is None or session is None or session.finished:
+            return
+        try:
+            counts = self._distea_counts(channel)
+            if counts is not None:
+                start = counts.read
+                counts.read = start + size
+                session.recv(KIND, counts.name, start, start + size)
+        except Exception:
+            channel.error()
+
+    def _distea_before_read(self) -> None:
+        channel = self._distea_channel
+        if channel is not None and channel.session is not None:
+            try:
+                channel.session.before_blocking()  # a pipe read may wait
+            except Exception:
+                channel.error()
+
+    def read(self, size: int | None = -1) -> bytes:
+        self._distea_before_read()
+        data = io.FileIO.read(self, size)
+        if data:
+            self._distea_received(len(data))
+        return data
+
+    def readall(self) -> bytes:
+        self._distea_before_read()
+        data = io.FileIO.readall(self)
+        if data:
+            self._distea_received(len(data))
+        return data
+
+    def readinto(self, buffer: Any) -> int | None:
+        self._distea_before_read()
+        size = io.FileIO.readinto(self, buffer)
+        if size:
+            self._distea_received(size)
+        return size
+
+    def write(self, data: Any) -> int:
+        channel = self._distea_channel
+        session = channel.session if channel is not None else None
+        if channel is None or session is None or session.finished:
+            return io.FileIO.write(self, data)
+        if self._distea_epoch == channel.epoch:
+            counts = self._distea_pipe
+        else:
+            counts = self._distea_counts(channel)  # guards itself
+        if counts is None:
+            return io.FileIO.write(self, data)
+        return channel.coalesced_write(self, data, counts, session)
+
+
+class PipeChannel:
+    """The pipe interceptor: ``os`` patches, ``open``, the standard streams, the counts."""
+
+    def __init__(self) -> None:
+        self.patches = Patches()
+        self.session: TracerSession | None = None
+        self.fds: dict[int, int] = {}
+        """fd → pipe inode; -1 for a descriptor known not to be a pipe."""
+        self.pipes: dict[int, _Counts] = {}
+        """pipe inode → its counts in this process (inherited by a forked child)."""
+        self.std_streams: list[Any] = []
+        """The standard streams this channel rebuilt over :class:`FileIO`."""
+        self.std_patches = Patches()
+        """``sys.std*`` and ``sys.__std*__`` set to :attr:`std_streams`."""
+        self.exiting = False
+        """Set at a normal exit: the rebuilt streams stay (inert) for the interpreter
+        to flush last, as it would have flushed the originals."""
+        self.epoch = 0
+        """Moves whenever a descriptor is made or closed through ``os`` (see :class:`FileIO`)."""
+        self.last_send: tuple[Any, _Counts] | None = None
+        """The last pipe send record of a file object's write, and its pipe (coalescing)."""
+
+    def install(self, session: TracerSession) -> None:
+        self.session = session
+        FileIO._distea_channel = self
+        self._patch_read_write()
+        self._patch_fd_makers()
+        self._patch_open()
+        self._adopt_std_streams()
+
+    def uninstall(self) -> None:
+        if not self.exiting:
+            for stream in self.std_streams:
+                # what waits leaves in order, before the old stream is back; an error
+                # meets the program at its next write or at exit, as untraced
+                with contextlib.suppress(Exception):
+                    stream.flush()
+            self.std_patches.restore()
+        self.std_streams = []
+        self.patches.restore()
+        if FileIO._distea_channel is self:
+            FileIO._distea_channel = None
+
+    def flush_at_exit(self) -> None:
+        """Called by the session at a normal exit, before it finishes: the interpreter
+        would flush the standard streams right after the tracer is gone."""
+        self.exiting = True
+        for stream in self.std_streams:
+            with contextlib.suppress(Exception):  # the interpreter reports it at exit
+                stream.flush()
+
+    def error(self) -> None:
+        if self.session is not None:
+            self.session.errors += 1
+
+    def counts_of(self, ino: int) -> _Counts:
+        counts = self.pipes.get(ino)
+        if counts is None:
+            counts = self.pipes[ino] = _Counts(ino)
+        return counts
+
+    def coalesced_write(self, file: FileIO, data: Any, counts: _Counts,
+                        session: TracerSession) -> int:
+        """``file.write(data)`` on ``counts``'s pipe, recorded as a send.
+
+        A write that follows this thread's previous pipe send with nothing
+        recorded in between (no other event moved the clock, the send is
+        still the last pending record, on the same pipe) extends that send
+        instead of adding one: the record moves to a clock reserved before
+        the bytes left and now ends at the new offset. Nothing was recorded
+        between the two writes, so every method that ran between them ran
+        at the old clock: a receive paired with the extended send still
+        comes after all of them (safe), and an unbuffered ``print`` loop
+        (``-u``, two writes a line) pays one clock tick and a tuple per write
+        instead of a full record. If anything was recorded meanwhile (another
+        thread), the write gets a record of its own at the reserved clock.
+        """
+        records = session.emitter.pending
+        clock = session.clock
+        previous = self.last_send
+        reserved: tuple[int, int] | None = None
+        extend = None
+        try:
+            if (previous is not None and previous[1] is counts and records
+                    and records[-1] is previous[0]):
+                extend = previous[0]
+                if (extend[1] != clock.value or extend[6] != get_ident()
+                        or extend[4] != counts.written):
+                    extend = None
+            if extend is not None:
+                clock.value = value = clock.value + 1
+                reserved = (value, extend[5])
+            else:
+                reserved = session.stamp()
+        except Exception:
+            self.error()
+        written = io.FileIO.write(file, data)
+        if not written or reserved is None:
+            return written
+        try:
+            start = counts.written
+            counts.written = end = start + written
+            value = reserved[0]
+            if (extend is not None and records and records[-1] is extend
+                    and clock.value == value and extend[4] == start):
+                record = (extend[0], value, extend[2], extend[3], end, extend[5], extend[6],
+                          extend[7])
+                records[-1] = record
+                self.last_send = (record, counts)
+                session.service_if_due()
+                return written
+            session.send(KIND, counts.name, start, end, None, stamp=reserved)
+            last = records[-1] if records else None
+            self.last_send = ((last, counts) if last is not None and last[1] == value
+                              and last[4] == end else None)
+        except Exception:
+            self.error()
+        return written
+
+    def pipe_inode(self, fd: int) -> int:
+        """The pipe inode behind ``fd``, or -1; a cached pipe is checked again."""
+        ino = self.fds.get(fd)
+        if ino is None or ino >= 0:
+            try:
+                st = os.fstat(fd)
+            except OSError:
+                return -1
+            ino = st.st_ino if stat.S_ISFIFO(st.st_mode) else -1
+            self.fds[fd] = ino
+        return ino
+
+    def forget(self, *fds: int) -> None:
+        self.epoch += 1
+        for fd in fds:
+            self.fds.pop(fd, None)
+
+    # -- os.read / os.write ---------------------------------------------------------
+
+    def _patch_read_write(self) -> None:
+        channel = self
+        fds_get = self.fds.get
+        orig_read, orig_write = os.read, os.write
+
+        def read(fd: int, n: int) -> bytes:
+            session = channel.session
+            if fds_get(fd, 0) != -1 and session is not None:
+                try:
+                    session.before_blocking()  # a pipe read may wait
+                except Exception:
+                    channel.error()
+            data = orig_read(fd, n)
+            if data and fds_get(fd, 0) != -1 and session is not None and not session.finished:
+                try:
+                    ino = channel.pipe_inode(fd)
+                    if ino >= 0 and not getattr(GUARD, "in_mp_call", False):
+                        counts = channel.counts_of(ino)
+                        start = counts.read
+                        counts.read = end = start + len(data)
+                        session.recv(KIND, counts.name, start, end)
+                except Exception:
+                    channel.error()
+            return data
+
+        def write(fd: int, data: Any) -> int:
+            session = channel.session
+            counts = reserved = None
+            if (fds_get(fd, 0) != -1 and session is not None and not session.finished
+                    and not getattr(GUARD, "in_mp_call", False)):
+                try:
+                    ino = channel.pipe_inode(fd)
+                    if ino >= 0:
+                        counts = channel.counts_of(ino)
+                        reserved = session.stamp()
+                except Exception:
+                    channel.error()
+            written = orig_write(fd, data)
+            if written and counts is not None and reserved is not None:
+                try:
+                    start = counts.written
+                    counts.written = end = start + written
+                    session.send(KIND, counts.name, start, end, None,  # type: ignore[union-attr]
+                                 stamp=reserved)
+                except Exception:
+                    channel.error()
+            return written
+
+        for func, original in ((read, orig_read), (write, orig_write)):
+            _look_like(func, original)
+        self.patches.replace(os, "read", read)
+        self.patches.replace(os, "write", write)
+
+    def _patch_fd_makers(self) -> None:
+        """Keep the fd cache true: new and closed descriptors are forgotten."""
+        channel = self
+
+        def wrap_new(name: str) -> None:
+            original = getattr(os, name)
+
+            def new_fd(*args: Any, **kwargs: Any) -> Any:
+                result = original(*args, **kwargs)
+                channel.forget(*(result if isinstance(result, tuple) else (result,)))
+                return result
+
+            _look_like(new_fd, original)
+            self.patches.replace(os, name, new_fd)
+
+        def wrap_close(name: str) -> None:
+            original = getattr(os, name)
+
+            def close_fd(*args: Any, **kwargs: Any) -> Any:
+                if name == "close":
+                    channel.forget(args[0] if args else kwargs["fd"])
+                elif name == "dup2":
+                    channel.forget(args[1] if len(args) > 1 else kwargs["fd2"])
+                else:  # closerange
+                    low, high = args[0], args[1]
+                    channel.forget(*[fd for fd in channel.fds if low <= fd < high])
+                return original(*args, **kwargs)
+
+            _look_like(close_fd, original)
+            self.patches.replace(os, name, close_fd)
+
+        for name in FD_MAKERS:
+            if hasattr(os, name):
+                wrap_new(name)
+        for name in FD_CLOSERS:
+            wrap_close(name)
+
+    # -- file objects -------------------------------------------------------------------
+
+    def _patch_open(self) -> None:
+        """``io.open``, ``open`` and ``_io.open`` (one function under three names) give a
+        file object over a pipe descriptor a counting raw layer; any other call goes
+        straight to the original."""
+        channel = self
+        fds_get = self.fds.get
+        original = io.open
+
+        def open(*args: Any, **kwargs: Any) -> Any:
+            file = args[0] if args else kwargs.get("file")
+            if type(file) is int and fds_get(file, 0) != -1:
+                session = channel.session
+                try:
+                    known = (session is not None and not session.finished
+                             and channel.pipe_inode(file) >= 0 and len(args) <= 8
+                             and set(kwargs) <= set(OPEN_PARAMETERS[len(args):]))
+                except Exception:
+                    channel.error()
+                    known = False
+                if known:
+                    arguments = dict(zip(OPEN_PARAMETERS, args, strict=False)) | kwargs
+                    return over_pipe(original, arguments)
+            return original(*args, **kwargs)
+
+        _look_like(open, original)
+        self.patches.replace(io, "open", open)
+        self.patches.replace(builtins, "open", open)
+        io_module = sys.modules.get("_io")
+        if io_module is not None and getattr(io_module, "open", None) is original:
+            self.patches.replace(io_module, "open", open)
+
+    def _adopt_std_streams(self) -> None:
+        """Rebuild the interpreter's standard streams that are pipes over :class:`FileIO`.
+
+        Only streams that are still the interpreter's own (``sys.stdout is
+        sys.__stdout__``, plain io classes over descriptor 0, 1 or 2) are
+        touched. What the old stream holds is flushed first; it is kept (the
+        patches hold it) and put back at uninstall, unless the process is
+        exiting (see :attr:`exiting`).
+        """
+        for name, fd in STD_STREAMS:
+            try:
+                stream = getattr(sys, name)
+                if (stream is None or stream is not getattr(sys, f"__{name}__")
+                        or type(stream) is not io.TextIOWrapper
+                        or self.pipe_inode(fd) < 0):
+                    continue
+                rebuilt = rebuilt_std_stream(stream, fd)
+                if rebuilt is None:
+                    continue
+                if stream.writable():
+                    stream.flush()
+                self.std_patches.replace(sys, name, rebuilt)
+                self.std_patches.replace(sys, f"__{name}__", rebuilt)
+                self.std_streams.append(rebuilt)
+            except Exception:
+                self.error()
+
+
+def over_pipe(original: Any, arguments: dict[str, Any]) -> Any:
+    """``open(**arguments)`` for a pipe descriptor, with a counting raw layer.
+
+    The original builds its layers first without owning the descriptor: it
+    checks the arguments (raising what it raises) and decides every default
+    (encoding, line buffering); the same layers are then built over
+    :class:`FileIO`. The model is dropped; closing it leaves the descriptor
+    open. Arguments the original refuses go to the original itself, which
+    raises (and closes the descriptor or not) exactly as untraced.
+    """
+    try:
+        model = original(**(arguments | {"closefd": False}))
+    except Exception:
+        return original(**arguments)  # the same error, with the original's own effects
+    text = model if isinstance(model, io.TextIOWrapper) else None
+    buffered = text.buffer if text is not None else model
+    model_raw = buffered if isinstance(buffered, io.FileIO) else buffered.raw
+    raw = FileIO(arguments["file"], model_raw.mode, closefd=arguments.get("closefd", True))
+    try:
+        result = _same_layers(raw, buffered, model_raw, text, arguments.get("buffering", -1),
+                              arguments.get("newline"))
+    except BaseException:
+        raw.close()
+        raise
+    model.close()
+    return result
+
+
+def _same_layers(raw: FileIO, buffered: Any, model_raw: Any, text: Any, buffering: int,
+                 newline: str | None) -> Any:
+    """Layers over ``raw`` like ``text``/``buffered`` over ``model_raw``."""
+    layer: Any = raw
+    if buffered is not model_raw:
+        size = buffering if buffering > 1 else default_buffer_size(raw)
+        layer = type(buffered)(raw, size)
+    if text is None:
+        return layer
+    wrapper = io.TextIOWrapper(layer, encoding=text.encoding, errors=text.errors,
+                               newline=newline, line_buffering=text.line_buffering,
+                               write_through=text.write_through)
+    wrapper.mode = text.mode  # type: ignore[misc]
+    return wrapper
+
+
+def rebuilt_std_stream(stream: io.TextIOWrapper, fd: int) -> io.TextIOWrapper | None:
+    """A standard stream like ``stream`` (as the interpreter makes it on POSIX:
+    newline ``"\\n"``, buffered unless ``-u``) over a counting raw layer; None
+    if ``stream`` is not the plain stack the interpreter makes."""
+    buffered = stream.buffer
+    model_raw = buffered if type(buffered) is io.FileIO else getattr(buffered, "raw", None)
+    if (type(model_raw) is not io.FileIO or model_raw.fileno() != fd or model_raw.closefd
+            or type(buffered) not in (io.FileIO, io.BufferedReader, io.BufferedWriter)):
+        return None
+    raw = FileIO(fd, model_raw.mode, closefd=False)
+    raw.name = model_raw.name
+    rebuilt: io.TextIOWrapper = _same_layers(raw, buffered, model_raw, stream, -1, "\n")
+    return rebuilt
+
+
+def _look_like(func: Any, original: Any) -> None:
+    """A patch answers to the original's name, documentation and signature."""
+    func.__wrapped__ = original
+    for attribute in ("__name__", "__qualname__", "__module__", "__doc__"):
+        with contextlib.suppress(AttributeError, TypeError):
+            setattr(func, attribute, getattr(original, attribute))
