@@ -462,9 +462,16 @@ class Monitor:
                 current = current.f_back
 
     def drain_lasts(self) -> list[list[Any]]:
-        """LAST records for every method whose last clock moved since the last drain."""
-        dirty = list(self.dirty_states)
-        self.dirty_states.clear()
+        """LAST records for every method whose last clock moved since the last drain.
+
+        Only the states listed when the copy is made are removed: a callback in
+        another thread may append one meanwhile (the idle flusher drains from
+        its own thread), and that one must stay listed, or its ``dirty`` flag
+        would keep it from ever being listed again.
+        """
+        dirty_states = self.dirty_states
+        dirty = dirty_states[:]
+        del dirty_states[:len(dirty)]
         records = []
         for state in dirty:
             state.dirty = False
