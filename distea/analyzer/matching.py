@@ -40,6 +40,7 @@ Per kind:
   and ``pipe`` channels, where a process may read back its own message from
   a shared queue, a receiver that also sends in that class is uncertain. ``udp``
   classes where the counts differ (a datagram was lost) are uncertain too.
+- ``grpc`` and ``ray``: :mod:`distea.analyzer.match_rpc`.
 """
 
 from __future__ import annotations
@@ -49,6 +50,7 @@ from collections import defaultdict
 from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 
+from distea.analyzer.match_rpc import match_grpc, match_ray
 from distea.model import ChannelLink, MessageEvent, ProcessInfo
 
 STREAM_KINDS = frozenset({"tcp", "unix", "ssl"})
@@ -206,6 +208,10 @@ def _match_group(m: Matching, kind: str, sends: list[int], recvs: list[int],
         _match_exit(m, sends, recvs, result, started)
     elif kind == "torch" and _is_collective(m.events, sends, recvs):
         _match_collective(m, sends, recvs, result)
+    elif kind == "grpc":
+        match_grpc(m, sends, recvs, result, _classes)
+    elif kind == "ray":
+        match_ray(m, sends, recvs, result)
     else:
         if kind not in MESSAGE_KINDS and kind != "torch":
             unknown.add(kind)

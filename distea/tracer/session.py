@@ -128,6 +128,9 @@ class TracerSession:
             full=config.mode == "full",
         )
         self.finished = False
+        self.unseen: list[str] = []
+        """What a channel knows it cannot observe in this process (an unknown library
+        version, an unsupported API): sent in STATS, a problem line in every analysis."""
         self.flusher = IdleFlusher(self)
         """Sends what waits while the program runs no Python (``idleflush.py``)."""
         self.signal_handler: Callable[[int, Any], None] | None = None
@@ -231,6 +234,8 @@ class TracerSession:
             "dropped_events": self.emitter.dropped,
             "tracer_errors": self.errors,
         }
+        if self.unseen:
+            stats["unseen"] = list(self.unseen)
         rank, world_size = rank_of(os.environ)
         argv = list(sys.orig_argv[1:])
         role = describe_role(argv, rank, world_size)

@@ -34,6 +34,7 @@ DEFERRED_CHANNELS = (
     ("zmq", "distea.tracer.channels.zmq", "ZmqChannel"),
     ("torch.distributed", "distea.tracer.channels.torch_distributed",
      "TorchDistributedChannel"),
+    ("grpc", "distea.tracer.channels.grpc", "GrpcChannel"),
 )
 """Channels for a library that most programs never import: (library, module, class).
 Their module is imported, and the channel installed, only once the program
