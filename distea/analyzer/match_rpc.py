@@ -23,7 +23,9 @@ or actor method starts executing) or ``"TASK_ID<"`` (the return value,
 sent when the execution ends, received at every ``ray.get`` of the task's
 refs, in any process). A task id is unique, so one send pairs with every
 receive of its channel; a task that ran twice (a retry, a restarted actor)
-sent twice, and its receives are uncertain between the two.
+sent twice, and its receives are uncertain between the two. A task
+started with another task's ``ObjectRef`` as an argument has that task's
+return as a second sender (:func:`link_ray_dependencies`).
 """
 
 from __future__ import annotations
@@ -85,3 +87,37 @@ def match_ray(m: Matching, sends: list[int], recvs: list[int], out: _Result) -> 
             continue
         m.uncertain.append((r, chains))
         out.ambiguous += 1
+
+
+def link_ray_dependencies(m: Matching) -> None:
+    """A task whose argument is another task's ObjectRef is handed that task's value
+    before it starts: its execution's receive also comes after that task's return.
+
+    The submission records the argument's task ids (``meta["deps"]``); the
+    worker sees only the value. One return send: a certain edge; several (the
+    task ran twice): uncertain between them.
+    """
+    events, proc_of = m.events, m.proc_of
+    returns: dict[str, list[int]] = {}
+    deps_of: dict[str, list[str]] = {}
+    starts: list[int] = []
+    for i, ev in enumerate(events):
+        if ev.kind != "ray":
+            continue
+        task, way = ev.channel[:-1], ev.channel[-1:]
+        if ev.direction == "send":
+            if way == "<":
+                returns.setdefault(task, []).append(i)
+            elif ev.meta:
+                deps = ev.meta.get("deps")
+                if isinstance(deps, list):
+                    deps_of[task] = [str(dep) for dep in deps]
+        elif way == ">":
+            starts.append(i)
+    for r in starts:
+        for dep in deps_of.get(events[r].channel[:-1], ()):
+            sends = [s for s in returns.get(dep, ()) if proc_of[s] != proc_of[r]]
+            if len(sends) == 1:
+                m.edges.append((sends[0], r))
+            elif sends:
+                m.uncertain.append((r, (tuple(sends),)))

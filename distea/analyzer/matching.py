@@ -50,7 +50,7 @@ from collections import defaultdict
 from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 
-from distea.analyzer.match_rpc import match_grpc, match_ray
+from distea.analyzer.match_rpc import link_ray_dependencies, match_grpc, match_ray
 from distea.model import ChannelLink, MessageEvent, ProcessInfo
 
 STREAM_KINDS = frozenset({"tcp", "unix", "ssl"})
@@ -186,6 +186,8 @@ def match(
                 mine = [r for r in recvs if m.proc_of[r] == process]
                 _match_messages(m, kind, to_process, mine, result)
         _count(m, kind, sends, recvs, result)
+    if "ray" in m.by_kind:
+        link_ray_dependencies(m)
     for counts in m.by_kind.values():
         m.matched += counts.matched
         m.ambiguous += counts.ambiguous

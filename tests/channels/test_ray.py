@@ -4,8 +4,9 @@ One program (``ray_app/app.py``, ``ray.init(num_cpus=2)``, no dashboard), run
 untraced and under ``distea run``; Ray is slow to start on a loaded machine,
 so this is the only Ray run of the suite. Expected sets are worked out by
 hand from the program's order: ``dependent()`` runs after ``chain()`` has
-returned, so the task and actor method of the chain are not in its impact,
-and everything it submits is.
+returned, so the tasks of the chain and of ``squares()`` are not in its
+impact, and everything it submits is; ``combine`` is handed the value of
+``Seeder.seed``'s ref by Ray, so it is in the impact of ``Seeder.seed``.
 """
 
 from __future__ import annotations
@@ -37,21 +38,23 @@ def test_ray_tasks_and_actors_are_edges(tmp_path: Path) -> None:
     (driver,) = [p for p in run.processes.values() if p.argv[-1] == "app.py"]
     assert driver.complete
     kinds = run.matching.by_kind
-    # 3 squares, Counter(), forward, its Counter.add, square(5), combine, the last add
+    # 3 squares, Counter(), forward, its Counter.add, Seeder(), seed, combine, the last add
     assert kinds["ray"].external == kinds["ray"].ambiguous == 0
     submissions = [s for s, r in traced.edges("ray") if s.channel.endswith(">")]
-    assert len(submissions) == 9
+    assert len(submissions) == 10
     workers = [k for k, p in run.processes.items() if "default_worker.py" in " ".join(p.argv)]
     ran = {name for k in workers for name in run.executions[k]}
     assert {"app.square", "app.Counter.__init__", "app.Counter.add", "app.add_to",
-            "app.forward", "app.scale", "app.combine"} <= ran
+            "app.forward", "app.scale", "app.combine", "app.Seeder.seed"} <= ran
 
     assert {"app.square"} <= traced.impacted("app.squares")
     assert {"app.forward", "app.scale", "app.Counter.add", "app.add_to"} <= traced.impacted(
         "app.chain")
     after_chain = traced.impacted("app.dependent")
-    assert {"app.combine", "app.square", "app.Counter.add"} <= after_chain
-    assert not {"app.forward", "app.scale"} & after_chain
+    assert {"app.combine", "app.Seeder.seed", "app.Counter.add"} <= after_chain
+    assert not {"app.forward", "app.scale", "app.square"} & after_chain
+    # combine gets seed's value from Ray (a ref argument), never through a ray.get
+    assert "app.combine" in traced.impacted("app.Seeder.seed")
 
     explanation = run.explain("app.chain", "app.add_to")
     assert explanation.impacted

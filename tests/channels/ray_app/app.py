@@ -33,7 +33,14 @@ def forward(counter, x):
 
 
 @ray.remote
+class Seeder:
+    def seed(self):
+        return 5
+
+
+@ray.remote
 def combine(a, b):
+    """Handed the value of ``Seeder.seed``'s ref by Ray, never by ``ray.get``."""
     return a + b
 
 
@@ -46,7 +53,8 @@ def chain(counter):
 
 
 def dependent():
-    return ray.get(combine.remote(square.remote(5), 1))
+    seeder = Seeder.remote()
+    return ray.get(combine.remote(seeder.seed.remote(), 21))
 
 
 def main():
