@@ -63,44 +63,63 @@ class IdleFlusher:
         """Held while the thread sleeps on it; released by ``stop`` to wake it."""
         self._gone = _thread.allocate_lock()
         """Held by the running thread; released as its last act."""
+        self._control = _thread.allocate_lock()
+        """Held while a thread starts or stops the flusher (never two threads at once)."""
         self._stop = False
 
     def ensure(self) -> None:
-        """Start the thread if it is not running (cheap when it is)."""
+        """Start the thread if it is not running (cheap when it is).
+
+        Never waits: a thread that finds another one starting or stopping
+        the flusher, or the previous flusher not yet gone, leaves it to the
+        next call.
+        """
         if self.running or not self.wanted:
             return
-        self._stop = False
-        self._wake.acquire(blocking=False)
-        self._gone.acquire()
-        self.running = True
-        # the thread inherits this thread's signal mask: everything blocked
-        previous = signal.pthread_sigmask(signal.SIG_BLOCK, signal.valid_signals())
+        if not self._control.acquire(blocking=False):
+            return
         try:
-            _thread.start_new_thread(self._run, ())
-        except Exception:
-            self.running = False
-            self._gone.release()
-            raise
+            if self.running or not self.wanted or not self._gone.acquire(blocking=False):
+                return
+            self._stop = False
+            self._wake.acquire(blocking=False)  # held: the thread sleeps on it
+            self.running = True
+            # the thread inherits this thread's signal mask: everything blocked
+            previous = signal.pthread_sigmask(signal.SIG_BLOCK, signal.valid_signals())
+            try:
+                _thread.start_new_thread(self._run, ())
+            except Exception:
+                self.running = False
+                self._gone.release()
+                raise
+            finally:
+                signal.pthread_sigmask(signal.SIG_SETMASK, previous)
         finally:
-            signal.pthread_sigmask(signal.SIG_SETMASK, previous)
+            self._control.release()
 
     def stop(self, for_good: bool = False) -> None:
         """Stop the thread and wait until it has left; ``for_good``: never start again."""
         if for_good:
             self.wanted = False
-        if not self.running:
+        if not self._control.acquire(timeout=STOP_TIMEOUT_S):
             return
-        self._stop = True
-        self.running = False
-        if self._wake.locked():
-            self._wake.release()
-        if self._gone.acquire(timeout=STOP_TIMEOUT_S):
-            self._gone.release()
+        try:
+            if not self.running:
+                return
+            self._stop = True
+            self.running = False
+            if self._wake.locked():
+                self._wake.release()
+            if self._gone.acquire(timeout=STOP_TIMEOUT_S):
+                self._gone.release()
+        finally:
+            self._control.release()
 
     def reset_after_fork(self) -> None:
         """In a forked child: the parent's thread does not exist here; start our own."""
         self.running = False
         self._stop = False
+        self._control = _thread.allocate_lock()
         self._wake = _thread.allocate_lock()
         self._gone = _thread.allocate_lock()
         if self.wanted:
