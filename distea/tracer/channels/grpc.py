@@ -228,7 +228,8 @@ class GrpcChannel:
                     session.errors += 1
             return data
 
-        serialize.__wrapped__ = serializer  # type: ignore[attr-defined]
+        if serializer is not None:
+            serialize.__wrapped__ = serializer  # type: ignore[attr-defined]
         return serialize
 
     def receiver(self, name: str, deserializer: Any) -> Any:
@@ -247,7 +248,8 @@ class GrpcChannel:
                 session.errors += 1
             return message
 
-        deserialize.__wrapped__ = deserializer  # type: ignore[attr-defined]
+        if deserializer is not None:
+            deserialize.__wrapped__ = deserializer  # type: ignore[attr-defined]
         return deserialize
 
     def _error(self) -> None:
