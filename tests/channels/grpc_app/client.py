@@ -22,8 +22,20 @@ def start_server(mode):
     return server, target
 
 
+class Tagging(grpc.UnaryUnaryClientInterceptor):
+    """A client interceptor that counts unary calls: it must keep working under distea."""
+
+    calls = 0
+
+    def intercept_unary_unary(self, continuation, client_call_details, request):
+        Tagging.calls += 1
+        return continuation(client_call_details, request)
+
+
 def stubs(channel):
-    codec = {"request_serializer": service.encode, "response_deserializer": service.decode}
+    """Multicallables made the way generated stubs make them."""
+    codec = {"request_serializer": service.encode, "response_deserializer": service.decode,
+             "_registered_method": True}
     return (channel.unary_unary(service.path("Greet"), **codec),
             channel.stream_stream(service.path("Tally"), **codec),
             channel.unary_stream(service.path("Count"), **codec),
@@ -48,12 +60,13 @@ def count(count_call):
 
 
 def run_sync(target):
-    with grpc.insecure_channel(target) as channel:
+    with grpc.insecure_channel(target) as plain:
+        channel = grpc.intercept_channel(plain, Tagging())
         greet, tally_call, count_call, quit_ = stubs(channel)
         greet_twice(greet)
         tally(tally_call)
         count(count_call)
-        print(quit_("now"))
+        print(quit_("now"), "after", Tagging.calls, "unary calls")
 
 
 async def greet_twice_async(greet):
