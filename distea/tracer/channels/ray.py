@@ -223,6 +223,9 @@ class RayChannel:
             return result
 
         execute.__wrapped__ = function  # type: ignore[attr-defined]
+        # Ray reads attributes it set on its executors (``name``, ``method``: is the
+        # actor method a coroutine function?); they must be found on ours too
+        execute.__dict__.update(getattr(function, "__dict__", {}))
         return execute
 
     async def _finish_later(self, coroutine: Any, task_id: str) -> Any:
