@@ -63,3 +63,38 @@ def test_worker_killed_while_idle_in_c_keeps_its_task(program, tmp_path: Path, i
     assert {"worker.task", "worker.helper"} <= set(data.executions[worker.key])
     recvs = [m for m in data.messages[worker.key] if m.direction == "recv" and m.kind == "tcp"]
     assert [(m.start, m.end) for m in recvs] == [(0, 2)]
+
+
+GRPC_CLIENT = """
+import os, signal, time
+import grpc
+import client, service
+
+server, target = client.start_server("sync")
+with grpc.insecure_channel(target) as channel:
+    greet = channel.unary_unary(service.path("Greet"), request_serializer=service.encode,
+                                response_deserializer=service.decode)
+    print(greet("ada"), flush=True)
+time.sleep(0.5)                      # the server's pool thread is idle, blocked in C
+os.kill(server.pid, signal.SIGKILL)
+print("killed", server.wait(), flush=True)
+"""
+
+
+def test_grpc_server_killed_between_calls_keeps_its_handler(program, tmp_path: Path) -> None:
+    """A gRPC server runs Python only in its thread pool, per call: killed 500 ms after
+    its one call, it still has the handler's run and both messages."""
+    pytest.importorskip("grpc", reason="grpcio is not installed")
+    app = Path(__file__).parent.parent / "channels" / "grpc_app"
+    script = program("killer.py", GRPC_CLIENT)
+    for name in ("client.py", "server.py", "service.py"):
+        program(name, (app / name).read_text())
+    traced = run_traced([sys.executable, script.name], script.parent, tmp_path / "run")
+    assert traced.result.stdout == "hello ada\nkilled -9\n", traced.result.stderr
+    data = traced.data
+    server = next(p for p in data.processes.values() if "server.py" in p.argv)
+    assert not server.complete
+    assert {"server.greet", "server.make_greeting"} <= set(data.executions[server.key])
+    grpc_events = [(m.direction, m.channel) for m in data.messages[server.key]
+                   if m.kind == "grpc"]
+    assert grpc_events == [("recv", "/demo.Greeter/Greet>"), ("send", "/demo.Greeter/Greet<")]
