@@ -609,6 +609,10 @@ def _load_process(log: Path, data: RunData) -> None:
         dropped_events=_int(stats.get("dropped_events")),
         tracer_errors=_int(stats.get("tracer_errors")),
     )
+    unseen = stats.get("unseen")
+    if isinstance(unseen, list):  # what a channel knew it could not observe there
+        info = data.processes[key]
+        problems.extend(f"{info.role} (pid {info.pid}): {text}" for text in unseen)
     data.executions[key] = {
         name: Execution(key, name, first, max(first, lasts.get(name, first)))
         for name, first in firsts.items()

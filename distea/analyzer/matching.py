@@ -50,6 +50,7 @@ Per kind:
   sends, one whose only writer is its own process is ordered by its clock
   (:mod:`distea.analyzer.match_unseen`); the markers themselves are not
   messages and are not counted.
+- ``grpc`` and ``ray``: :mod:`distea.analyzer.match_rpc`.
 """
 
 from __future__ import annotations
@@ -62,6 +63,7 @@ from dataclasses import dataclass, field
 from distea.analyzer import match_pipes
 from distea.analyzer.match_files import KIND as FILE_KIND
 from distea.analyzer.match_files import match_files
+from distea.analyzer.match_rpc import link_ray_dependencies, match_grpc, match_ray
 from distea.analyzer.match_unseen import (
     UNSEEN_KIND,
     Unseen,
@@ -224,6 +226,8 @@ def match(
         if paired.recvs:
             _count(m, FILE_KIND, paired.sends, paired.recvs,
                    _Result(paired.matched, paired.ambiguous))
+    if "ray" in m.by_kind:
+        link_ray_dependencies(m)
     for counts in m.by_kind.values():
         m.matched += counts.matched
         m.ambiguous += counts.ambiguous
@@ -251,6 +255,10 @@ def _match_group(m: Matching, kind: str, sends: list[int], recvs: list[int],
         _match_exit(m, sends, recvs, result, started)
     elif kind == "torch" and _is_collective(m.events, sends, recvs):
         _match_collective(m, sends, recvs, result)
+    elif kind == "grpc":
+        match_grpc(m, sends, recvs, result, _classes)
+    elif kind == "ray":
+        match_ray(m, sends, recvs, result)
     else:
         if kind not in MESSAGE_KINDS and kind != "torch":
             unknown.add(kind)

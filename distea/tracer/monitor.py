@@ -462,11 +462,23 @@ class Monitor:
                 current = current.f_back
 
     def drain_lasts(self) -> list[list[Any]]:
-        """LAST records for every method whose last clock moved since the last drain."""
-        dirty = list(self.dirty_states)
-        self.dirty_states.clear()
-        records = []
-        for state in dirty:
+        """LAST records for every method whose last clock moved since the last drain.
+
+        Several threads may drain at once (the idle flusher drains from its own
+        thread, a message event from any thread) while callbacks append: each
+        state is taken with one ``pop`` (atomic), so no two drains take the
+        same one and none is removed unread. Its ``dirty`` flag is cleared
+        before its clock is read: a callback that moves the clock meanwhile
+        either is read here or lists the state again (a duplicate LAST is
+        harmless: the reader keeps the highest).
+        """
+        pop = self.dirty_states.pop
+        last = int(Tag.LAST)
+        records: list[list[Any]] = []
+        while True:
+            try:
+                state = pop()
+            except IndexError:
+                return records
             state.dirty = False
-            records.append([Tag.LAST, state.mid, state.last])
-        return records
+            records.append([last, state.mid, state.last])

@@ -25,6 +25,7 @@ from time import monotonic
 from distea.tracer.clock import LogicalClock
 from distea.tracer.config import PARENT_TOKEN_ENV, START_METHOD_ENV, TracerConfig
 from distea.tracer.emitter import BATCH_SIZE, FLUSH_INTERVAL_S, IDLE_FLUSH_INTERVAL_S, Emitter
+from distea.tracer.idleflush import IdleFlusher
 from distea.tracer.monitor import Monitor
 from distea.tracer.scope import Scope
 from distea.wire import FORMAT_VERSION, LOST_DIR, Tag, process_file_name
@@ -127,6 +128,11 @@ class TracerSession:
             full=config.mode == "full",
         )
         self.finished = False
+        self.unseen: list[str] = []
+        """What a channel knows it cannot observe in this process (an unknown library
+        version, an unsupported API): sent in STATS, a problem line in every analysis."""
+        self.flusher = IdleFlusher(self)
+        """Sends what waits while the program runs no Python (``idleflush.py``)."""
         self.signal_handler: Callable[[int, Any], None] | None = None
         """Our flush-then-die handler, where startup installed it."""
         self._signals_defaulted: list[int] = []
@@ -169,6 +175,7 @@ class TracerSession:
         atexit.register(self._finish_at_exit)
         os.register_at_fork(before=self._before_fork, after_in_parent=self._after_fork_in_parent,
                             after_in_child=self._after_fork_in_child)
+        self.flusher.ensure()
 
     def _begin(self, start_method: str, parent_token: str | None) -> None:
         """Announce this process: header, then the receive of its creation."""
@@ -223,6 +230,7 @@ class TracerSession:
                     self.guarded(flush)
         self.finished = True
         try:
+            self.flusher.stop(for_good=True)
             self.monitor.stop()
             if reason != "exec":
                 self.send("exit", f"{socket.gethostname()}:{os.getpid()}", 0, 1)
@@ -248,6 +256,8 @@ class TracerSession:
             "dropped_events": self.emitter.dropped,
             "tracer_errors": self.errors,
         }
+        if self.unseen:
+            stats["unseen"] = list(self.unseen)
         rank, world_size = rank_of(os.environ)
         argv = list(sys.orig_argv[1:])
         role = describe_role(argv, rank, world_size)
@@ -319,6 +329,7 @@ class TracerSession:
         if self.finished:
             return
         try:
+            self.flusher.stop()  # no thread of ours across fork (idleflush.py)
             self._default_our_signal_handlers()
             self.local.fork_token = self.spawn_token({"fork": True})
             self._emit_lasts_and_stats()
@@ -332,6 +343,7 @@ class TracerSession:
         try:
             self._restore_our_signal_handlers()
             self.emitter.resume()
+            self._due[0] = 0.0  # the next message event restarts the idle flusher
         except Exception:
             self.errors += 1
 
@@ -354,6 +366,7 @@ class TracerSession:
             self._begin("fork", token)
             self.monitor.adopt_stack(sys._getframe(1))
             self._restore_our_signal_handlers()
+            self.flusher.reset_after_fork()
         except Exception:
             self.errors += 1
 
@@ -494,6 +507,7 @@ class TracerSession:
         last clocks and stats too. Message events call this when ``_due`` has
         come or a batch may be full, so most of them pay one clock read."""
         try:
+            self.flusher.ensure()
             emitter = self.emitter
             now = monotonic()
             if now >= self._next_periodic:
@@ -517,6 +531,18 @@ class TracerSession:
     def periodic(self) -> None:
         """Send last clocks and stats so a killed process loses little."""
         self._emit_lasts_and_stats()
+        self.emitter.flush()
+
+    def flush_idle(self) -> None:
+        """From the idle flusher's thread: send moved last clocks and pending records.
+
+        Never waits for the emitter: a thread that is sending now will take
+        these records too, or leave them for the next look.
+        """
+        if self.finished:
+            return
+        for record in self.monitor.drain_lasts():
+            self.emitter.add(record)
         self.emitter.flush()
 
     def guarded(self, action: Callable[[], None]) -> None:

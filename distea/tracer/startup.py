@@ -37,6 +37,8 @@ DEFERRED_CHANNELS = (
     ("zmq", "distea.tracer.channels.zmq", "ZmqChannel"),
     ("torch.distributed", "distea.tracer.channels.torch_distributed",
      "TorchDistributedChannel"),
+    ("grpc", "distea.tracer.channels.grpc", "GrpcChannel"),
+    ("ray", "distea.tracer.channels.ray", "RayChannel"),
 )
 """Channels for a library that most programs never import: (library, module, class).
 Their module is imported, and the channel installed, only once the program
