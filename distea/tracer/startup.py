@@ -29,6 +29,7 @@ CHANNEL_MODULES = (
     ("distea.tracer.channels.sockets", "SocketChannel"),
     ("distea.tracer.channels.datagrams", "DatagramChannel"),
     ("distea.tracer.channels.multiprocessing", "MultiprocessingChannel"),
+    ("distea.tracer.channels.asyncio_boundary", "AsyncioBoundaryChannel"),
 )
 DEFERRED_CHANNELS = (
     ("zmq", "distea.tracer.channels.zmq", "ZmqChannel"),
