@@ -30,6 +30,7 @@ CHANNEL_MODULES = (
     ("distea.tracer.channels.datagrams", "DatagramChannel"),
     ("distea.tracer.channels.multiprocessing", "MultiprocessingChannel"),
     ("distea.tracer.channels.asyncio_boundary", "AsyncioBoundaryChannel"),
+    ("distea.tracer.channels.unseen", "UnseenTrafficDetector"),
 )
 DEFERRED_CHANNELS = (
     ("zmq", "distea.tracer.channels.zmq", "ZmqChannel"),
