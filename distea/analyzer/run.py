@@ -8,7 +8,7 @@ once. Every result is a plain dataclass (:mod:`distea.analyzer.impact`).
 from __future__ import annotations
 
 import gc
-from collections.abc import Iterable, Iterator
+from collections.abc import Iterable, Iterator, Sequence
 from contextlib import contextmanager
 from functools import cached_property
 from pathlib import Path
@@ -18,6 +18,7 @@ from distea.analyzer.impact import Analysis, DepsResult, Explanation, ImpactResu
 from distea.analyzer.matching import Matching, match
 from distea.analyzer.order import Order, compute_order
 from distea.analyzer.resolve import QueryError, diff_methods, resolve, resolve_all
+from distea.analyzer.unseen import Unseen, possible_edges, split_reports
 from distea.model import Execution, MessageEvent, Method, ProcessInfo, RunData
 from distea.traceformat import load_run
 
@@ -100,6 +101,13 @@ class Run:
                        "ordered after every candidate send (safe, less precise)")
         out.extend(m.notes)
         out.extend(self.order.notes)
+        for report in self.unseen.reports:
+            sides = " and ".join(f"{n} bytes {what}" for n, what in
+                                 ((report.sent, "sent"), (report.received, "received")) if n)
+            out.append(f"process {self.label(report.process)}: {sides} on tcp {report.channel} "
+                       f"were not seen by the tracer (found at {report.at}; likely "
+                       f"{report.reason}); impact across this connection is safe, not precise")
+        out.extend(self.unseen.notes)
         return out
 
     def label(self, key: str) -> str:
@@ -122,12 +130,25 @@ class Run:
     # -- analysis --------------------------------------------------------------
 
     @cached_property
-    def matching(self) -> Matching:
-        messages = dict(self.data.messages)
+    def _messages_and_reports(self) -> tuple[dict[str, Sequence[MessageEvent]], Unseen]:
+        """Message events for matching, and the unseen-traffic reports taken out of them."""
+        messages, reports = split_reports(self.data.messages)
         for key in self.data.processes:
             messages.setdefault(key, [])
         for key in self.data.executions:
             messages.setdefault(key, [])
+        keys = sorted(messages)
+        index = {key: p for p, key in enumerate(keys)}
+        return messages, possible_edges(reports, messages, index, keys)
+
+    @property
+    def unseen(self) -> Unseen:
+        """Connections with bytes the tracer did not see, and their possible edges."""
+        return self._messages_and_reports[1]
+
+    @cached_property
+    def matching(self) -> Matching:
+        messages = self._messages_and_reports[0]
         with _no_gc():
             return match(messages, self.data.links, self.data.processes)
 
@@ -142,7 +163,7 @@ class Run:
     def analysis(self) -> Analysis:
         matching, order = self.matching, self.order
         with _no_gc():
-            analysis = Analysis(self.data.executions, matching, order)
+            analysis = Analysis(self.data.executions, matching, order, self.unseen.edges)
             analysis.prepare()
         return analysis
 

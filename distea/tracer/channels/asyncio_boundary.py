@@ -28,6 +28,7 @@ records nothing for it (the choice is made once per protocol and cached).
 
 from __future__ import annotations
 
+import contextlib
 import weakref
 from types import ModuleType
 
@@ -98,10 +99,8 @@ class AsyncioBoundaryChannel:
             flows.pop(key, None)
             watch.pop(key, None)
 
-        try:
+        with contextlib.suppress(TypeError):  # no weak references (__slots__): kept
             watch[key] = weakref.ref(protocol, forget)
-        except TypeError:  # no weak references (__slots__): kept, and never reused
-            pass
         flows[key] = flow
         return flow
 
@@ -159,11 +158,12 @@ class AsyncioBoundaryChannel:
             if taken is not None:
                 sent(writer, sum(memoryview(d).nbytes for d in data), taken)
 
-        for owner, name, replacement, original in (
-                (protocol_cls, "data_received", received, data_received),
-                (writer_cls, "write", stream_write, write),
-                (writer_cls, "writelines", stream_writelines, writelines)):
-            replacement.__wrapped__ = original  # type: ignore[attr-defined]
+        replacements: tuple[tuple[type, str, Any, Any], ...] = (
+            (protocol_cls, "data_received", received, data_received),
+            (writer_cls, "write", stream_write, write),
+            (writer_cls, "writelines", stream_writelines, writelines))
+        for owner, name, replacement, original in replacements:
+            replacement.__wrapped__ = original
             self.patches.replace(owner, name, replacement)
         self._stream_protocol = protocol_cls
 
@@ -243,7 +243,8 @@ class AsyncioBoundaryChannel:
                 count(nbytes)  # first: what the protocol does with the bytes comes after
                 buffer_updated(nbytes)
 
-            receive, name = updated, "buffer_updated"
+            receive: Any = updated
+            name = "buffer_updated"
         else:
             data_received = protocol.data_received
 

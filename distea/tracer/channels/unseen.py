@@ -290,7 +290,7 @@ class UnseenTrafficDetector:
 
     def socket_inodes(self) -> list[tuple[int, int]]:
         """(descriptor, inode) of every socket open in this process."""
-        out = []
+        out: list[tuple[int, int]] = []
         try:
             names = os.listdir("/proc/self/fd")
         except OSError:
@@ -305,7 +305,7 @@ class UnseenTrafficDetector:
         """(outgoing name, kernel counts) of every TCP connection open in this process."""
         import _socket
 
-        out = []
+        out: list[tuple[str, Counts]] = []
         for fd, inode in self.socket_inodes():
             if inode in self.shared:
                 continue
