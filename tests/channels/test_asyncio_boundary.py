@@ -1,0 +1,139 @@
+"""asyncio streams on uvloop (bytes moved in C) recorded at the asyncio boundary.
+
+A server and a client, each on uvloop or the standard loop, exchange three
+lines over real TCP. Expected by hand: three requests client → server and
+three replies back, every receive paired with the send that carried its
+last byte, and the same byte counts at both ends; the client's
+``build_request`` first runs before the first request leaves, so its impact
+reaches the server from the first request on (``handle``, ``transform`` and
+what is on the server's stack then) and comes back with the first reply
+(``use_reply``).
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from tests.channels.support import Traced, run_both
+
+pytest.importorskip("uvloop", reason="uvloop is a dev dependency; not installed here")
+
+APP = r'''
+import asyncio
+import subprocess
+import sys
+
+
+def transform(line):
+    return line.upper()
+
+
+async def handle(reader, writer):
+    while True:
+        line = await reader.readline()
+        if not line:
+            break
+        writer.write(transform(line))
+        await writer.drain()
+    writer.close()
+    DONE.set()
+
+
+async def serve():
+    global DONE
+    DONE = asyncio.Event()
+    server = await asyncio.start_server(handle, "127.0.0.1", 0)
+    print(server.sockets[0].getsockname()[1], flush=True)
+    await DONE.wait()
+    server.close()
+    await server.wait_closed()
+
+
+def build_request(i):
+    return f"hello {i}\n".encode()
+
+
+def use_reply(reply):
+    return reply.decode().strip()
+
+
+async def client(port):
+    reader, writer = await asyncio.open_connection("127.0.0.1", port)
+    for i in range(3):
+        writer.writelines([build_request(i)])
+        await writer.drain()
+        print(use_reply(await reader.readline()), flush=True)
+    writer.close()
+    await writer.wait_closed()
+
+
+def run(coro, kind):
+    if kind == "uvloop":
+        import uvloop
+        uvloop.run(coro)
+    else:
+        asyncio.run(coro)
+
+
+def main(server_loop, client_loop):
+    server = subprocess.Popen([sys.executable, __file__, "server", server_loop],
+                              stdout=subprocess.PIPE, text=True)
+    port = server.stdout.readline().strip()
+    subprocess.run([sys.executable, __file__, "client", client_loop, port], check=True)
+    server.wait(timeout=30)
+
+
+if __name__ == "__main__":
+    if sys.argv[1] == "main":
+        main(sys.argv[2], sys.argv[3])
+    elif sys.argv[1] == "server":
+        run(serve(), sys.argv[2])
+    else:
+        run(client(int(sys.argv[3])), sys.argv[2])
+'''
+
+SERVER_IMPACTED = {"app.<module>", "app.run", "app.serve", "app.handle", "app.transform"}
+"""In the server, from the first request on: the handler and what it calls, and what
+is still running (the module, ``run``, ``serve`` wait for the handler to finish)."""
+CLIENT_IMPACTED = {"app.<module>", "app.run", "app.client", "app.build_request",
+                   "app.use_reply"}
+
+
+def _traced(tmp_path: Path, server_loop: str, client_loop: str) -> Traced:
+    script = tmp_path / "app.py"
+    script.write_text(APP)
+    return run_both(script, "main", server_loop, client_loop)
+
+
+def _process(traced: Traced, role: str) -> str:
+    (key,) = [k for k, p in traced.run.processes.items() if role in p.argv]
+    return key
+
+
+@pytest.mark.parametrize(("server_loop", "client_loop"),
+                         [("uvloop", "uvloop"), ("uvloop", "std"), ("std", "uvloop")])
+def test_streams_pair_exactly_in_both_directions(tmp_path: Path, server_loop: str,
+                                                 client_loop: str) -> None:
+    traced = _traced(tmp_path, server_loop, client_loop)
+    assert traced.stdout.split() == ["HELLO", "0", "HELLO", "1", "HELLO", "2"]
+    server, client = _process(traced, "server"), _process(traced, "client")
+    edges = traced.edges("tcp")
+    up = [(s, r) for s, r in edges if s.process == client and r.process == server]
+    down = [(s, r) for s, r in edges if s.process == server and r.process == client]
+    assert len(up) == 3 and len(down) == 3, edges
+    assert [(r.start, r.end) for _, r in up] == [(0, 8), (8, 16), (16, 24)]
+    assert [(r.start, r.end) for _, r in down] == [(0, 8), (8, 16), (16, 24)]
+    for s, r in edges:
+        assert s.channel == r.channel and s.start < r.end <= s.end
+    counts = traced.run.matching.by_kind["tcp"]
+    assert (counts.sends, counts.recvs, counts.matched) == (6, 6, 6)
+    assert counts.external == counts.ambiguous == counts.unmatched_sends == 0
+    assert not traced.run.unseen.reports, traced.run.problems
+    assert traced.errors() == 0
+
+    result = traced.run.impact("app.build_request")
+    assert set(result.impacted[server]) == SERVER_IMPACTED
+    assert set(result.impacted[client]) == CLIENT_IMPACTED
+    assert not result.unseen
