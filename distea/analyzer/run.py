@@ -18,7 +18,7 @@ from distea.analyzer.impact import Analysis, DepsResult, Explanation, ImpactResu
 from distea.analyzer.matching import Matching, match
 from distea.analyzer.order import Order, compute_order
 from distea.analyzer.resolve import QueryError, diff_methods, resolve, resolve_all
-from distea.analyzer.unseen import Unseen, possible_edges, split_reports
+from distea.analyzer.unseen import Unseen, inferred_reports, possible_edges, split_reports
 from distea.model import Execution, MessageEvent, Method, ProcessInfo, RunData
 from distea.traceformat import load_run
 
@@ -105,8 +105,10 @@ class Run:
             sides = " and ".join(f"{n} bytes {what}" for n, what in
                                  ((report.sent, "sent"), (report.received, "received")) if n)
             out.append(f"process {self.label(report.process)}: {sides} on tcp {report.channel} "
-                       f"were not seen by the tracer (found at {report.at}; likely "
-                       f"{report.reason}); impact across this connection is safe, not precise")
+                       "were not seen by the tracer ("
+                       + (f"found at {report.at}; likely " if report.at != "analysis"
+                          else "inferred: ") + f"{report.reason}); impact across this "
+                       "connection is safe, not precise")
         out.extend(self.unseen.notes)
         return out
 
@@ -133,6 +135,11 @@ class Run:
     def _messages_and_reports(self) -> tuple[dict[str, Sequence[MessageEvent]], Unseen]:
         """Message events for matching, and the unseen-traffic reports taken out of them."""
         messages, reports = split_reports(self.data.messages)
+        ends = {key: max([ev.clock for ev in events[-1:]]
+                         + [e.last for e in self.data.executions.get(key, {}).values()],
+                         default=0)
+                for key, events in messages.items()}
+        reports.extend(inferred_reports(messages, ends))
         for key in self.data.processes:
             messages.setdefault(key, [])
         for key in self.data.executions:

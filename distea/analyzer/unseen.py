@@ -101,6 +101,44 @@ def split_reports(messages: Mapping[str, Sequence[MessageEvent]]
     return kept, reports
 
 
+def inferred_reports(messages: Mapping[str, Sequence[MessageEvent]],
+                     ends: Mapping[str, int]) -> list[UnseenReport]:
+    """Unseen sends that the receiving end proves: it read more bytes on a stream than
+    any process recorded sending there, and a traced process holds the sending end.
+
+    That is how a C transport's writes show when the detector could not check
+    the connection (libuv closed it between two checks): the receiver's bytes
+    are recorded, the sender's are not. The sender is any other process that
+    recorded the connection's other direction; its window is its whole trace
+    (when it sent is unknown), ``ends[key]`` its last clock.
+    """
+    sent_to: dict[str, int] = defaultdict(int)
+    read_to: dict[str, dict[str, int]] = defaultdict(dict)  # channel -> receiver -> end
+    holders: dict[str, set[str]] = defaultdict(set)  # channel -> processes recording it
+    for key, events in messages.items():
+        for ev in events:
+            if ev.kind not in STREAM_KINDS:
+                continue
+            holders[ev.channel].add(key)
+            if ev.direction == "send":
+                sent_to[ev.channel] = max(sent_to[ev.channel], ev.end)
+            else:
+                mine = read_to[ev.channel]
+                mine[key] = max(mine.get(key, 0), ev.end)
+    reports = []
+    for channel, readers in read_to.items():
+        for reader, end in readers.items():
+            missing = end - sent_to[channel]
+            if missing <= 0:
+                continue
+            for sender in sorted(holders.get(_reverse(channel), set()) - {reader}):
+                reports.append(UnseenReport(
+                    sender, ends.get(sender, 0), 0, channel, missing, 0, "analysis",
+                    f"its peer read {missing} bytes more than it recorded sending (a C "
+                    "transport's write?)"))
+    return reports
+
+
 def _reverse(channel: str) -> str:
     local, _, peer = channel.partition(">")
     return f"{peer}>{local}"

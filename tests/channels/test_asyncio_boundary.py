@@ -137,3 +137,84 @@ def test_streams_pair_exactly_in_both_directions(tmp_path: Path, server_loop: st
     assert set(result.impacted[server]) == SERVER_IMPACTED
     assert set(result.impacted[client]) == CLIENT_IMPACTED
     assert not result.unseen
+
+
+PROTOCOL_APP = r'''
+import asyncio
+import subprocess
+import sys
+
+
+def transform(data):
+    return data.upper()
+
+
+class Echo(asyncio.Protocol):
+    def connection_made(self, transport):
+        self.transport = transport
+
+    def data_received(self, data):
+        self.transport.write(transform(data))  # a C transport: not seen
+
+    def connection_lost(self, exc):
+        DONE.set_result(None)
+
+
+async def serve():
+    global DONE
+    DONE = asyncio.get_running_loop().create_future()
+    server = await asyncio.get_running_loop().create_server(Echo, "127.0.0.1", 0)
+    print(server.sockets[0].getsockname()[1], flush=True)
+    await DONE
+    server.close()
+
+
+def build_request():
+    return b"hello\n"
+
+
+def use_reply(reply):
+    return reply.decode().strip()
+
+
+async def client(port):
+    reader, writer = await asyncio.open_connection("127.0.0.1", port)
+    writer.write(build_request())
+    print(use_reply(await reader.readline()), flush=True)
+    writer.close()
+    await writer.wait_closed()
+
+
+if __name__ == "__main__":
+    if sys.argv[1] == "main":
+        server = subprocess.Popen([sys.executable, __file__, "server"], stdout=subprocess.PIPE,
+                                  text=True)
+        port = server.stdout.readline().strip()
+        subprocess.run([sys.executable, __file__, "client", port], check=True)
+        server.wait(timeout=30)
+    elif sys.argv[1] == "server":
+        import uvloop
+        uvloop.run(serve())
+    else:
+        asyncio.run(client(int(sys.argv[2])))
+'''
+
+
+def test_protocol_on_uvloop_reads_seen_and_writes_ordered_safely(tmp_path: Path) -> None:
+    """A uvloop Protocol: what it receives is recorded at the boundary (paired exactly
+    with the standard-loop client's send); what it writes with ``transport.write``
+    is not, but the client's receive of 6 bytes no one recorded sending proves it:
+    a problem line, and the impact of ``transform`` reaches the client's
+    ``use_reply`` through the connection, flagged as not precise."""
+    script = tmp_path / "app.py"
+    script.write_text(PROTOCOL_APP)
+    traced = run_both(script, "main")
+    assert traced.stdout.split() == ["HELLO"]
+    server, client = _process(traced, "server"), _process(traced, "client")
+    (edge,) = traced.edges("tcp")
+    assert (edge[0].process, edge[1].process, edge[1].end) == (client, server, 6)
+    assert any("6 bytes sent" in p and "not seen by the tracer" in p
+               for p in traced.run.problems), traced.run.problems
+    result = traced.run.impact("app.transform")
+    assert "app.use_reply" in result.impacted[client]
+    assert [(s, r) for s, r, _ in result.unseen] == [(server, client)]
