@@ -124,7 +124,7 @@ def test_libc_traffic_is_reported_with_its_byte_count(tmp_path: Path) -> None:
 def test_python_socket_traffic_is_not_reported(tmp_path: Path) -> None:
     traced = _traced(tmp_path, "python")
     assert not traced.run.unseen.reports, traced.run.problems
-    client, server = _process(traced, "client"), _process(traced, "server")
+    server = _process(traced, "server")
     result = traced.run.impact("app.build")
     assert {"app.handle", "app.reply_for"} <= set(result.impacted[server])
     assert not result.unseen
