@@ -46,10 +46,13 @@ def build():
     return b"ping-through-libc"
 
 
+OPEN = []
+
+
 def client(port, via):
     sock = socket.create_connection(("127.0.0.1", port))
     payload = build()
-    if via == "libc":
+    if via.startswith("libc"):
         libc.send(sock.fileno(), payload, len(payload), 0)
         buf = ctypes.create_string_buffer(100)
         n = libc.recv(sock.fileno(), buf, 100, 0)
@@ -57,7 +60,10 @@ def client(port, via):
     else:
         sock.sendall(payload)
         print(sock.recv(100).decode())
-    sock.close()
+    if via == "libc-kept-open":
+        OPEN.append(sock)  # still open at exit: found by the exit check
+    else:
+        sock.close()
 
 
 def server():
@@ -96,12 +102,15 @@ def _process(traced: Traced, role: str) -> str:
     return key
 
 
-def test_libc_traffic_is_reported_with_its_byte_count(tmp_path: Path) -> None:
-    traced = _traced(tmp_path, "libc")
+@pytest.mark.parametrize(("via", "found_at"), [("libc", "close"), ("libc-kept-open", "exit")])
+def test_libc_traffic_is_reported_with_its_byte_count(tmp_path: Path, via: str,
+                                                      found_at: str) -> None:
+    traced = _traced(tmp_path, via)
     run = traced.run
     client, server = _process(traced, "client"), _process(traced, "server")
     (report,) = run.unseen.reports
-    assert (report.process, report.sent, report.received, report.at) == (client, 17, 17, "close")
+    assert (report.process, report.sent, report.received, report.at) == \
+        (client, 17, 17, found_at)
     lines = [p for p in run.problems if "not seen by the tracer" in p]
     assert len(lines) == 1 and "17 bytes sent and 17 bytes received" in lines[0]
     assert str(run.processes[client].pid) in lines[0]
