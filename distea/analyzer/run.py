@@ -138,8 +138,8 @@ class Run:
         ends = {key: max([ev.clock for ev in events[-1:]]
                          + [e.last for e in self.data.executions.get(key, {}).values()],
                          default=0)
-                for key, events in messages.items()}
-        reports.extend(inferred_reports(messages, ends))
+                for key, events in self.data.messages.items()}
+        reports.extend(inferred_reports(messages, ends, reports))
         for key in self.data.processes:
             messages.setdefault(key, [])
         for key in self.data.executions:

@@ -102,7 +102,8 @@ def split_reports(messages: Mapping[str, Sequence[MessageEvent]]
 
 
 def inferred_reports(messages: Mapping[str, Sequence[MessageEvent]],
-                     ends: Mapping[str, int]) -> list[UnseenReport]:
+                     ends: Mapping[str, int], found: Sequence[UnseenReport] = (),
+                     ) -> list[UnseenReport]:
     """Unseen sends that the receiving end proves: it read more bytes on a stream than
     any process recorded sending there, and a traced process holds the sending end.
 
@@ -110,8 +111,12 @@ def inferred_reports(messages: Mapping[str, Sequence[MessageEvent]],
     the connection (libuv closed it between two checks): the receiver's bytes
     are recorded, the sender's are not. The sender is any other process that
     recorded the connection's other direction; its window is its whole trace
-    (when it sent is unknown), ``ends[key]`` its last clock.
+    (when it sent is unknown), ``ends[key]`` its last clock. Bytes its own
+    detector already reported (``found``) are not inferred again.
     """
+    reported: dict[tuple[str, str], int] = defaultdict(int)
+    for r in found:
+        reported[(r.process, r.channel)] += r.sent
     sent_to: dict[str, int] = defaultdict(int)
     read_to: dict[str, dict[str, int]] = defaultdict(dict)  # channel -> receiver -> end
     holders: dict[str, set[str]] = defaultdict(set)  # channel -> processes recording it
@@ -132,6 +137,8 @@ def inferred_reports(messages: Mapping[str, Sequence[MessageEvent]],
             if missing <= 0:
                 continue
             for sender in sorted(holders.get(_reverse(channel), set()) - {reader}):
+                if reported[(sender, channel)] >= missing:
+                    continue
                 reports.append(UnseenReport(
                     sender, ends.get(sender, 0), 0, channel, missing, 0, "analysis",
                     f"its peer read {missing} bytes more than it recorded sending (a C "
