@@ -37,6 +37,8 @@ import os
 import socket
 import struct
 import sys
+from stat import S_ISSOCK
+from time import monotonic
 
 from distea.tracer.channels.patching import Patches
 from distea.tracer.channels.sockets import _address
@@ -58,6 +60,8 @@ FIN_RECEIVED_STATES = frozenset({6, 8, 9, 11})
 """TIME_WAIT, CLOSE_WAIT, LAST_ACK, CLOSING: the peer's FIN is in tcpi_bytes_received."""
 CLOSED_STATE = 7
 """TCP_CLOSE after a reset: a FIN may or may not have come first (one byte of doubt)."""
+SCAN_SPACING = 100
+"""A periodic scan of every connection waits this many times its own duration."""
 C_IO_LIBRARIES = ("uvloop", "grpc", "ray", "torch", "asyncpg", "psycopg", "aiohttp",
                   "pycurl", "confluent_kafka")
 """Libraries that move socket bytes in C, named as the likely reason when loaded."""
@@ -72,12 +76,13 @@ class Counts:
     __slots__ = ("kernel_received", "kernel_sent", "recorded_received", "recorded_sent",
                  "slack")
 
-    def __init__(self, kernel_sent: int | None, kernel_received: int, slack: int) -> None:
+    def __init__(self, kernel_sent: int | None, kernel_received: int, slack: int,
+                 recorded_sent: int, recorded_received: int) -> None:
         self.kernel_sent = kernel_sent
         self.kernel_received = kernel_received
         self.slack = slack
-        self.recorded_sent = 0
-        self.recorded_received = 0
+        self.recorded_sent = recorded_sent
+        self.recorded_received = recorded_received
 
     def unseen(self) -> tuple[int, int]:
         sent = 0 if self.kernel_sent is None else self.kernel_sent - self.recorded_sent
@@ -87,24 +92,29 @@ class Counts:
         return max(sent, 0), max(received, 0)
 
 
-def kernel_counts(sock: Any) -> Counts | None:
-    """The kernel's byte counts of a TCP connection, or None where it has none."""
-    import fcntl
-    import termios
-
+def kernel_counts(sock: Any, recorded_sent: int, recorded_received: int) -> Counts | None:
+    """The kernel's byte counts of a TCP connection beside the recorded ones, or None
+    where the kernel has none. One ``getsockopt`` when nothing is unseen: the
+    receive queue is only asked for (``FIONREAD``) when the counters differ."""
     info = sock.getsockopt(socket.IPPROTO_TCP, socket.TCP_INFO, TCP_INFO_SIZE)
     if len(info) < RECEIVED_AT + 8:
         return None  # a kernel before 4.1: nothing to compare with
-    queued = struct.unpack("i", fcntl.ioctl(sock.fileno(), termios.FIONREAD, b"\0" * 4))[0]
     state = info[0]
-    received = BYTES_RECEIVED.unpack_from(info, RECEIVED_AT)[0] - queued
+    received = BYTES_RECEIVED.unpack_from(info, RECEIVED_AT)[0]
     if state in FIN_RECEIVED_STATES:
         received -= 1
+    if received > recorded_received:
+        import fcntl
+        import termios
+
+        received -= struct.unpack(
+            "i", fcntl.ioctl(sock.fileno(), termios.FIONREAD, b"\0" * 4))[0]
     sent = None
     if len(info) >= SENT_AT + 16:
         bytes_sent, retransmitted = SENT_SIDE.unpack_from(info, SENT_AT)
         sent = bytes_sent - retransmitted + NOTSENT.unpack_from(info, NOTSENT_AT)[0]
-    return Counts(sent, received, 1 if state == CLOSED_STATE else 0)
+    return Counts(sent, received, 1 if state == CLOSED_STATE else 0, recorded_sent,
+                  recorded_received)
 
 
 def likely_reason() -> str:
@@ -127,6 +137,8 @@ class UnseenTrafficDetector:
         """Clock of the last scan of every connection: one not met then was not open."""
         self.shared: set[int] = set()
         """Socket inodes open at a fork: their kernel counters are shared, not checked."""
+        self.next_scan_at = 0.0
+        """``time.monotonic()`` before which a periodic check is skipped (``SCAN_SPACING``)."""
         self.session: TracerSession | None = None
 
     def install(self, session: TracerSession) -> None:
@@ -166,47 +178,51 @@ class UnseenTrafficDetector:
         self.patches.replace(socket.socket, "_real_close", _real_close)
 
     def audit(self, reason: str) -> None:
-        """Every open TCP connection: at each periodic flush and at the end."""
+        """Every open TCP connection: at the periodic flushes (spaced so that scans take
+        at most 1% of the time) and at the end."""
         session = self.session
-        if session is None:
+        if session is None or (reason == "periodic" and monotonic() < self.next_scan_at):
             return
+        began = monotonic()
         now = session.clock.value
         recorded = self._recorded_by_name()
-        covered = self._covered_ports()
         seen: set[str] = set()
-        for name, counts in self._open_connections(covered):
+        for name, counts in self._open_connections(self._covered_ports(), recorded):
             seen.add(name)
-            kinds_sent_received = recorded.get(name)
-            if kinds_sent_received is not None:
-                if kinds_sent_received[0]:
-                    continue  # TLS plaintext: not the kernel's bytes
-                counts.recorded_sent, counts.recorded_received = kinds_sent_received[1:]
             self._compare(name, counts, now, reason, lasting=reason != "periodic")
         for name in [n for n in self.checked if n not in seen]:
             del self.checked[name]  # closed without us (in C): its last check stands
         self.last_scan = now
+        self.next_scan_at = monotonic() + SCAN_SPACING * (monotonic() - began)
 
     def check_closing(self, sock: Any) -> None:
-        """One socket the program is closing: its last chance to be compared."""
+        """One socket the program is closing: its last chance to be compared.
+
+        Costs one ``getsockopt`` when nothing is unseen; names, shared and
+        covered connections are only looked at when the counters differ."""
         ssl = sys.modules.get("ssl")
         if ssl is not None and isinstance(sock, ssl.SSLSocket):
             return
-        try:
-            local, peer = sock.getsockname(), sock.getpeername()
-        except OSError:
-            return  # not connected (a listening socket, a failed connect)
-        if self._inode(sock.fileno()) in self.shared or \
-                local[1] in self._covered_ports() or peer[1] in self._covered_ports():
-            return
-        counts = kernel_counts(sock)
-        if counts is None:
-            return
+        recorded_sent = recorded_received = 0
         for channel in self._stream_channels():
             found = getattr(channel, "recorded_for", None)
             mine = found(sock) if found is not None else None
             if mine is not None:
-                counts.recorded_sent += mine[0]
-                counts.recorded_received += mine[1]
+                recorded_sent += mine[0]
+                recorded_received += mine[1]
+        try:
+            counts = kernel_counts(sock, recorded_sent, recorded_received)
+        except OSError:
+            return  # not connected (a listening socket, a failed connect)
+        if counts is None or counts.unseen() == (0, 0):
+            return
+        try:
+            local, peer = sock.getsockname(), sock.getpeername()
+        except OSError:
+            return
+        if self._inode(sock.fileno()) in self.shared or \
+                local[1] in self._covered_ports() or peer[1] in self._covered_ports():
+            return
         name = f"{_address(local)}>{_address(peer)}"
         session = self.session
         if session is not None:
@@ -283,10 +299,10 @@ class UnseenTrafficDetector:
 
     def _inode(self, fd: int) -> int | None:
         try:
-            target = os.readlink(f"/proc/self/fd/{fd}")
+            st = os.fstat(fd)
         except OSError:
             return None
-        return int(target[8:-1]) if target.startswith("socket:[") else None
+        return st.st_ino if S_ISSOCK(st.st_mode) else None
 
     def socket_inodes(self) -> list[tuple[int, int]]:
         """(descriptor, inode) of every socket open in this process."""
@@ -301,8 +317,11 @@ class UnseenTrafficDetector:
                 out.append((int(name), inode))
         return out
 
-    def _open_connections(self, covered: set[int]) -> list[tuple[str, Counts]]:
-        """(outgoing name, kernel counts) of every TCP connection open in this process."""
+    def _open_connections(self, covered: set[int],
+                          recorded: dict[str, tuple[bool, int, int]],
+                          ) -> list[tuple[str, Counts]]:
+        """(outgoing name, counts) of every TCP connection open in this process whose
+        bytes can be compared (not TLS plaintext, not covered, not shared)."""
         import _socket
 
         out: list[tuple[str, Counts]] = []
@@ -320,9 +339,13 @@ class UnseenTrafficDetector:
                 local, peer = probe.getsockname(), probe.getpeername()
                 if local[1] in covered or peer[1] in covered:
                     continue
-                counts = kernel_counts(probe)
+                name = f"{_address(local)}>{_address(peer)}"
+                tls, sent, received = recorded.get(name, (False, 0, 0))
+                if tls:
+                    continue  # TLS plaintext: not the kernel's bytes
+                counts = kernel_counts(probe, sent, received)
                 if counts is not None:
-                    out.append((f"{_address(local)}>{_address(peer)}", counts))
+                    out.append((name, counts))
             except OSError:
                 continue  # not connected
             finally:
