@@ -218,3 +218,64 @@ def test_protocol_on_uvloop_reads_seen_and_writes_ordered_safely(tmp_path: Path)
     result = traced.run.impact("app.transform")
     assert "app.use_reply" in result.impacted[client]
     assert [(s, r) for s, r, _ in result.unseen] == [(server, client)]
+
+
+DATAGRAM_APP = r'''
+import asyncio
+import socket
+import subprocess
+import sys
+
+
+def handle(data):
+    return data.upper()
+
+
+class Server(asyncio.DatagramProtocol):
+    def datagram_received(self, data, addr):
+        handle(data)
+        DONE.set_result(None)
+
+
+async def serve():
+    global DONE
+    loop = asyncio.get_running_loop()
+    DONE = loop.create_future()
+    transport, _ = await loop.create_datagram_endpoint(Server, local_addr=("127.0.0.1", 0))
+    print(transport.get_extra_info("sockname")[1], flush=True)
+    await DONE
+    transport.close()
+
+
+def build():
+    return b"datagram"
+
+
+if __name__ == "__main__":
+    if sys.argv[1] == "main":
+        server = subprocess.Popen([sys.executable, __file__, "server"], stdout=subprocess.PIPE,
+                                  text=True)
+        port = int(server.stdout.readline())
+        subprocess.run([sys.executable, __file__, "client", str(port)], check=True)
+        server.wait(timeout=30)
+    elif sys.argv[1] == "server":
+        import uvloop
+        uvloop.run(serve())
+    else:
+        with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as sock:
+            sock.sendto(build(), ("127.0.0.1", int(sys.argv[2])))
+'''
+
+
+def test_datagram_protocol_on_uvloop_pairs_with_a_plain_socket_sender(tmp_path: Path) -> None:
+    """One datagram from a blocking socket to a uvloop DatagramProtocol: the send and the
+    boundary's receive are one message (same channel, index and fingerprint), and the
+    sender's ``build`` impacts the server's ``handle``."""
+    script = tmp_path / "app.py"
+    script.write_text(DATAGRAM_APP)
+    traced = run_both(script, "main")
+    server, client = _process(traced, "server"), _process(traced, "client")
+    ((send, recv),) = traced.edges("udp")
+    assert (send.process, recv.process) == (client, server)
+    assert "app.handle" in traced.run.impact("app.build").impacted[server]
+    assert traced.errors() == 0

@@ -14,7 +14,9 @@ them to Python code and takes them from it:
   ``buffer_updated``) wrapped on the instance, before the transport caches
   the bound method. Bytes such a protocol writes with ``transport.write``
   on a C transport are not seen (the transport's type cannot be patched):
-  the unseen-traffic detector (``unseen.py``) reports them.
+  the unseen-traffic detector (``unseen.py``) reports them;
+- a datagram protocol's ``datagram_received`` (``create_datagram_endpoint``),
+  recorded as the datagram channel records a ``recvfrom``.
 
 Bytes are recorded as stream events with the names and offsets the socket
 channel would give them (``SRC>DST`` from the transport's socket, kind
@@ -46,7 +48,8 @@ if TYPE_CHECKING:
 UNKNOWN: Any = object()
 """A protocol not met yet (None in the table: met, and its bytes are seen elsewhere)."""
 LOOP_FACTORY_METHODS = ("create_server", "create_connection", "create_unix_server",
-                        "create_unix_connection", "connect_accepted_socket")
+                        "create_unix_connection", "connect_accepted_socket",
+                        "create_datagram_endpoint")
 """``uvloop.Loop`` methods that take a protocol factory as their first argument."""
 
 
@@ -211,6 +214,9 @@ class AsyncioBoundaryChannel:
         streams_protocol = getattr(self, "_stream_protocol", None)
         if streams_protocol is not None and isinstance(protocol, streams_protocol):
             return
+        if hasattr(protocol, "datagram_received") and not hasattr(protocol, "data_received"):
+            self._watch_datagrams(protocol)
+            return
         session = self.session
         record_recv = session.recv
         flows = self.flows
@@ -257,3 +263,36 @@ class AsyncioBoundaryChannel:
         protocol_ref = weakref.ref(protocol)
         protocol.connection_made = made
         setattr(protocol, name, receive)
+
+    def _watch_datagrams(self, protocol: Any) -> None:
+        """A datagram protocol: each datagram it is handed is recorded as the datagram
+        channel records a ``recvfrom`` on the same socket (channel, index, fingerprint).
+
+        Datagrams it sends with ``transport.sendto`` on a C transport are not seen,
+        and no kernel counter tells of them (docs/channels.md)."""
+        session = self.session
+        datagrams = next((c for c in session.channels if hasattr(c, "_record_recv")), None)
+        if datagrams is None:
+            return
+        connection_made = protocol.connection_made
+        datagram_received = protocol.datagram_received
+        transports: list[Any] = []
+
+        def made(transport: Any) -> None:
+            try:
+                if not seen_by_sockets(transport):
+                    transports.append(transport.get_extra_info("socket"))
+            except Exception:
+                session.errors += 1
+            connection_made(transport)
+
+        def received(data: Any, addr: Any) -> None:
+            if transports:
+                try:
+                    datagrams._record_recv(transports[0], data, addr)
+                except Exception:
+                    session.errors += 1
+            datagram_received(data, addr)
+
+        protocol.connection_made = made
+        protocol.datagram_received = received
