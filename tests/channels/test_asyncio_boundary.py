@@ -279,3 +279,51 @@ def test_datagram_protocol_on_uvloop_pairs_with_a_plain_socket_sender(tmp_path: 
     assert (send.process, recv.process) == (client, server)
     assert "app.handle" in traced.run.impact("app.build").impacted[server]
     assert traced.errors() == 0
+
+
+SUBPROCESS_APP = r'''
+import asyncio
+import sys
+
+
+def prepare():
+    return "child"
+
+
+def work():
+    return "worked"
+
+
+def after_child(out):
+    return out.strip()
+
+
+async def main():
+    proc = await asyncio.create_subprocess_exec(
+        sys.executable, __file__, prepare(), stdout=asyncio.subprocess.PIPE)
+    out, _ = await proc.communicate()
+    print(after_child(out.decode()))
+
+
+if __name__ == "__main__":
+    if sys.argv[1:] == ["child"]:
+        print(work())
+    else:
+        import uvloop
+        uvloop.run(main())
+'''
+
+
+def test_children_of_uvloop_are_spawned_and_joined(tmp_path: Path) -> None:
+    """libuv forks, execs and reaps the child in C: its spawn (token in its environment)
+    and its exit (``process_exited``) are still edges, so the parent's ``prepare`` impacts
+    the child's ``work``, and the child's ``work`` the parent's ``after_child``."""
+    script = tmp_path / "app.py"
+    script.write_text(SUBPROCESS_APP)
+    traced = run_both(script, "parent")
+    assert traced.stdout.strip() == "worked"
+    parent, child = _process(traced, "parent"), _process(traced, "child")
+    assert traced.run.processes[child].start_method == "subprocess"
+    assert "app.work" in traced.run.impact("app.prepare").impacted[child]
+    assert "app.after_child" in traced.run.impact("app.work").impacted[parent]
+    assert traced.errors() == 0

@@ -16,7 +16,9 @@ them to Python code and takes them from it:
   on a C transport are not seen (the transport's type cannot be patched):
   the unseen-traffic detector (``unseen.py``) reports them;
 - a datagram protocol's ``datagram_received`` (``create_datagram_endpoint``),
-  recorded as the datagram channel records a ``recvfrom``.
+  recorded as the datagram channel records a ``recvfrom``;
+- children started by ``uvloop.Loop.subprocess_exec``/``subprocess_shell``
+  (libuv forks, execs and reaps them in C): their spawn and exit.
 
 Bytes are recorded as stream events with the names and offsets the socket
 channel would give them (``SRC>DST`` from the transport's socket, kind
@@ -31,12 +33,15 @@ records nothing for it (the choice is made once per protocol and cached).
 from __future__ import annotations
 
 import contextlib
+import os
+import socket
 import weakref
 from types import ModuleType
 
 from distea.tracer.channels.importhooks import IMPORT_HOOKS
 from distea.tracer.channels.patching import Patches
 from distea.tracer.channels.sockets import describe
+from distea.tracer.config import PARENT_TOKEN_ENV
 from distea.tracer.session import TracerSession
 
 TYPE_CHECKING = False  # typing costs every traced process ~5 ms at start-up
@@ -51,6 +56,8 @@ LOOP_FACTORY_METHODS = ("create_server", "create_connection", "create_unix_serve
                         "create_unix_connection", "connect_accepted_socket",
                         "create_datagram_endpoint")
 """``uvloop.Loop`` methods that take a protocol factory as their first argument."""
+SUBPROCESS_METHODS = ("subprocess_exec", "subprocess_shell")
+"""``uvloop.Loop`` methods that start a child in C (libuv's ``uv_spawn``)."""
 
 
 def seen_by_sockets(transport: Any) -> bool:
@@ -179,6 +186,9 @@ class AsyncioBoundaryChannel:
         for name in LOOP_FACTORY_METHODS:
             if hasattr(loop_cls, name):
                 self._patch_factory_method(loop_cls, name)
+        for name in SUBPROCESS_METHODS:
+            if hasattr(loop_cls, name):
+                self._patch_subprocess_method(loop_cls, name)
 
     def _patch_factory_method(self, cls: type, name: str) -> None:
         original = getattr(cls, name)
@@ -296,3 +306,65 @@ class AsyncioBoundaryChannel:
 
         protocol.connection_made = made
         protocol.datagram_received = received
+
+    # -- subprocesses of a C event loop -----------------------------------------
+
+    def _patch_subprocess_method(self, cls: type, name: str) -> None:
+        """A child that libuv starts: the spawn and the exit, as the process channel
+        records them for ``subprocess`` (its fork and wait happen in C here).
+
+        The spawn token goes into the child's environment, taken when the call
+        starts running (just before libuv spawns); the exit is received when the
+        loop tells the protocol (``process_exited``), with the pid the transport
+        gave at ``connection_made``.
+        """
+        original = getattr(cls, name)
+        session = self.session
+        watch = self._watch_subprocess
+        shell = name == "subprocess_shell"
+
+        async def method(loop: Any, protocol_factory: Any, *args: Any, **kwargs: Any) -> Any:
+            try:
+                if not session.finished:
+                    argv = ["/bin/sh", "-c", os.fsdecode(args[0])] if shell else \
+                        [os.fsdecode(a) for a in args]
+                    token = session.spawn_token({"argv": argv[:8]})
+                    env = kwargs.get("env")
+                    kwargs["env"] = {**(os.environ if env is None else env),
+                                     PARENT_TOKEN_ENV: token}
+                    protocol_factory = watch(protocol_factory)
+            except Exception:
+                session.errors += 1
+            return await original(loop, protocol_factory, *args, **kwargs)
+
+        method.__wrapped__ = original  # type: ignore[attr-defined]
+        self.patches.replace(cls, name, method)
+
+    def _watch_subprocess(self, factory: Any) -> Any:
+        session = self.session
+
+        def make_protocol() -> Any:
+            protocol = factory()
+            try:
+                connection_made = protocol.connection_made
+                process_exited = protocol.process_exited
+                pids: list[int] = []
+
+                def made(transport: Any) -> None:
+                    session.guarded(lambda: pids.append(transport.get_pid()))
+                    connection_made(transport)
+
+                def exited() -> None:
+                    if pids:
+                        session.guarded(lambda: session.recv(
+                            "exit", f"{socket.gethostname()}:{pids[0]}", 0, 1,
+                            {"call": "process_exited"}))
+                    process_exited()
+
+                protocol.connection_made = made
+                protocol.process_exited = exited
+            except Exception:
+                session.errors += 1
+            return protocol
+
+        return make_protocol
