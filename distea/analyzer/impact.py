@@ -235,7 +235,13 @@ class Analysis:
         firsts = self.query_firsts(methods)
         starts = self.starts(firsts)
         impacted = self.impacted_from(starts)
-        dstarts = self.distia_starts(firsts)
+        # the baseline crosses connections with unseen bytes where distea does, so that
+        # it stays a superset (it has no rule of its own for them)
+        seeds = dict(firsts)
+        for p, c, _ in crossings(self.unseen, starts, self.order):
+            if c < seeds.get(p, c + 1):
+                seeds[p] = c
+        dstarts = self.distia_starts(seeds)
         distia_size = sum(
             len(self._lasts[p]) - bisect_left(self._lasts[p], s) for p, s in dstarts.items()
         )

@@ -59,6 +59,9 @@ def test_impact_crosses_from_the_first_send_point_after_the_start(tb: TraceBuild
     keys = {run.processes[k].role: k for k in run.processes}
     assert run.impact("app.r").unseen == [(keys["A"], keys["B"], "a:1>b:2")]
     assert run.impact("app.late").unseen == []  # B's last method reaches nothing
+    for query in ("app.q", "app.r"):  # the DistIA baseline crosses them too: a superset
+        result = run.impact(query)
+        assert result.distia_size >= result.size
 
 
 def test_problem_line_and_matching_left_alone(tb: TraceBuilder) -> None:
