@@ -118,7 +118,9 @@ def inferred_reports(messages: Mapping[str, Sequence[MessageEvent]],
     for r in found:
         reported[(r.process, r.channel)] += r.sent
     sent_to: dict[str, int] = defaultdict(int)
+    sent_kinds: dict[str, set[str]] = defaultdict(set)
     read_to: dict[str, dict[str, int]] = defaultdict(dict)  # channel -> receiver -> end
+    read_kinds: dict[str, set[str]] = defaultdict(set)
     holders: dict[str, set[str]] = defaultdict(set)  # channel -> processes recording it
     for key, events in messages.items():
         for ev in events:
@@ -127,11 +129,15 @@ def inferred_reports(messages: Mapping[str, Sequence[MessageEvent]],
             holders[ev.channel].add(key)
             if ev.direction == "send":
                 sent_to[ev.channel] = max(sent_to[ev.channel], ev.end)
+                sent_kinds[ev.channel].add(ev.kind)
             else:
                 mine = read_to[ev.channel]
                 mine[key] = max(mine.get(key, 0), ev.end)
+                read_kinds[ev.channel].add(ev.kind)
     reports = []
     for channel, readers in read_to.items():
+        if len(read_kinds[channel] | sent_kinds[channel]) > 1:
+            continue  # TLS plaintext at one end, ciphertext at the other: not comparable
         for reader, end in readers.items():
             missing = end - sent_to[channel]
             if missing <= 0:
