@@ -15,10 +15,16 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from distea.analyzer.impact import Analysis, DepsResult, Explanation, ImpactResult
-from distea.analyzer.matching import Matching, match
+from distea.analyzer.matching import STREAM_KINDS, Matching, match
 from distea.analyzer.order import Order, compute_order
 from distea.analyzer.resolve import QueryError, diff_methods, resolve, resolve_all
-from distea.analyzer.unseen import Unseen, inferred_reports, possible_edges, split_reports
+from distea.analyzer.unseen import (
+    Unseen,
+    UnseenReport,
+    inferred_reports,
+    possible_edges,
+    split_reports,
+)
 from distea.model import Execution, MessageEvent, Method, ProcessInfo, RunData
 from distea.traceformat import load_run
 
@@ -132,30 +138,36 @@ class Run:
     # -- analysis --------------------------------------------------------------
 
     @cached_property
-    def _messages_and_reports(self) -> tuple[dict[str, Sequence[MessageEvent]], Unseen]:
+    def _split(self) -> tuple[dict[str, Sequence[MessageEvent]], list[UnseenReport]]:
         """Message events for matching, and the unseen-traffic reports taken out of them."""
         messages, reports = split_reports(self.data.messages)
-        ends = {key: max([ev.clock for ev in events[-1:]]
-                         + [e.last for e in self.data.executions.get(key, {}).values()],
-                         default=0)
-                for key, events in self.data.messages.items()}
-        reports.extend(inferred_reports(messages, ends, reports))
         for key in self.data.processes:
             messages.setdefault(key, [])
         for key in self.data.executions:
             messages.setdefault(key, [])
+        return messages, reports
+
+    @cached_property
+    def unseen(self) -> Unseen:
+        """Connections with bytes the tracer did not see, and their possible edges.
+
+        The receives that prove unseen sends are external ones: without any on a
+        stream kind, the pass that looks for them is skipped."""
+        messages, reports = self._split
+        by_kind = self.matching.by_kind
+        if any(by_kind[kind].external for kind in STREAM_KINDS if kind in by_kind):
+            ends = {key: max([ev.clock for ev in events[-1:]]
+                             + [e.last for e in self.data.executions.get(key, {}).values()],
+                             default=0)
+                    for key, events in self.data.messages.items()}
+            reports = reports + inferred_reports(messages, ends, reports)
         keys = sorted(messages)
         index = {key: p for p, key in enumerate(keys)}
-        return messages, possible_edges(reports, messages, index, keys)
-
-    @property
-    def unseen(self) -> Unseen:
-        """Connections with bytes the tracer did not see, and their possible edges."""
-        return self._messages_and_reports[1]
+        return possible_edges(reports, messages, index, keys)
 
     @cached_property
     def matching(self) -> Matching:
-        messages = self._messages_and_reports[0]
+        messages = self._split[0]
         with _no_gc():
             return match(messages, self.data.links, self.data.processes)
 

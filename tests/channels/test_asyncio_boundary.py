@@ -186,7 +186,7 @@ async def client(port):
 
 
 if __name__ == "__main__":
-    if sys.argv[1] == "main":
+    if sys.argv[1] == "protocol":
         server = subprocess.Popen([sys.executable, __file__, "server"], stdout=subprocess.PIPE,
                                   text=True)
         port = server.stdout.readline().strip()
@@ -208,7 +208,7 @@ def test_protocol_on_uvloop_reads_seen_and_writes_ordered_safely(tmp_path: Path)
     ``use_reply`` through the connection, flagged as not precise."""
     script = tmp_path / "app.py"
     script.write_text(PROTOCOL_APP)
-    traced = run_both(script, "main")
+    traced = run_both(script, "protocol")
     assert traced.stdout.split() == ["HELLO"]
     server, client = _process(traced, "server"), _process(traced, "client")
     (edge,) = traced.edges("tcp")
@@ -252,7 +252,7 @@ def build():
 
 
 if __name__ == "__main__":
-    if sys.argv[1] == "main":
+    if sys.argv[1] == "datagram":
         server = subprocess.Popen([sys.executable, __file__, "server"], stdout=subprocess.PIPE,
                                   text=True)
         port = int(server.stdout.readline())
@@ -273,7 +273,7 @@ def test_datagram_protocol_on_uvloop_pairs_with_a_plain_socket_sender(tmp_path: 
     sender's ``build`` impacts the server's ``handle``."""
     script = tmp_path / "app.py"
     script.write_text(DATAGRAM_APP)
-    traced = run_both(script, "main")
+    traced = run_both(script, "datagram")
     server, client = _process(traced, "server"), _process(traced, "client")
     ((send, recv),) = traced.edges("udp")
     assert (send.process, recv.process) == (client, server)
