@@ -235,6 +235,7 @@ class UnseenTrafficDetector:
     def _compare(self, name: str, counts: Counts, now: int, reason: str, lasting: bool) -> None:
         lo, reported_sent, reported_received = self.checked.get(name, (self.last_scan, 0, 0))
         sent, received = counts.unseen()
+        clean = sent <= reported_sent and received <= reported_received
         if not lasting:
             # between a call's return and its record, another thread may be checking:
             # a difference counts only if the previous periodic check saw it too
@@ -246,8 +247,12 @@ class UnseenTrafficDetector:
         if session is None:
             return
         if not (new_sent or new_received):
-            if name not in self.checked or (reported_sent, reported_received) == (sent, received):
+            # the window of the next report starts here only if nothing new is pending
+            # (a difference still waiting to be confirmed moved before this check)
+            if clean:
                 self.checked[name] = (now, reported_sent, reported_received)
+            else:
+                self.checked.setdefault(name, (lo, reported_sent, reported_received))
             return
         session.send(KIND, name, 0, 1, {
             "lo": lo,
