@@ -139,12 +139,22 @@ class AsyncioBoundaryChannel:
                 session.errors += 1
             data_received(protocol, data)
 
-        def sent(writer: Any, count: int, taken: tuple[int, int] | None) -> None:
+        def flow_of(writer: Any) -> _Stream | None:
+            """The writer's flow, if the boundary records it and it is not closing."""
             try:
                 flow = flows_get(id(writer._protocol), UNKNOWN)
                 if flow is UNKNOWN:
                     flow = new_flow(writer._protocol, writer._transport)
-                if flow is not None and count:
+                if flow is not None and not writer._transport.is_closing():
+                    return flow
+            except Exception:
+                session.errors += 1
+            return None
+
+        def sent(flow: _Stream, data: Any, taken: tuple[int, int]) -> None:
+            try:
+                count = sum(memoryview(d).nbytes for d in data)
+                if count:
                     start = flow.sent
                     flow.sent = end = start + count
                     record_send(flow.kind, flow.outgoing, start, end, None, taken)
@@ -152,21 +162,22 @@ class AsyncioBoundaryChannel:
                 session.errors += 1
 
         def stream_write(writer: Any, data: Any) -> None:
-            # the stamp goes before the bytes leave (a reply may come back at once)
-            closing = writer._transport.is_closing()
-            taken = None if closing else stamp()
+            flow = flow_of(writer)
+            if flow is None:  # a stdlib transport: the socket channel sees the bytes
+                return write(writer, data)
+            taken = stamp()  # before the bytes leave: a reply may come back at once
             write(writer, data)
-            if taken is not None:
-                sent(writer, memoryview(data).nbytes, taken)
+            sent(flow, (data,), taken)
 
         def stream_writelines(writer: Any, data: Any) -> None:
+            flow = flow_of(writer)
+            if flow is None:
+                return writelines(writer, data)
             if not isinstance(data, list | tuple):
                 data = list(data)  # the transport would iterate it once too
-            closing = writer._transport.is_closing()
-            taken = None if closing else stamp()
+            taken = stamp()
             writelines(writer, data)
-            if taken is not None:
-                sent(writer, sum(memoryview(d).nbytes for d in data), taken)
+            sent(flow, data, taken)
 
         replacements: tuple[tuple[type, str, Any, Any], ...] = (
             (protocol_cls, "data_received", received, data_received),
