@@ -219,9 +219,9 @@ def impact(queries: tuple[str, ...], diff_rev: str | None, repo: Path | None,
     _method_tables(console, run, res.impacted, res.starts, "impact from clock",
                    None if show_all else 25)
     for sender, receiver, channel in res.unseen:
-        console.print(f"[yellow]safe, not precise:[/] the impact may cross tcp {channel} "
-                      f"from {run.label(sender)} to {run.label(receiver)}, where bytes moved "
-                      "that the tracer did not see")
+        console.print(f"safe, not precise: the impact may cross tcp {channel} from "
+                      f"{run.label(sender)} to {run.label(receiver)}, where bytes moved that "
+                      "the tracer did not see", style="yellow")
     _print_problems(console, run)
     target = next((n for n in res.method_names if n not in res.methods), None)
     if target:
