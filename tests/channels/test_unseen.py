@@ -12,6 +12,7 @@ and ``reply_for`` through the possible edge, and say so.
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 import sys
 from pathlib import Path
@@ -128,6 +129,10 @@ def test_libc_traffic_is_reported_with_its_byte_count(tmp_path: Path, via: str,
     doc = json.loads(shown.stdout)
     assert {"from": client, "to": server, "channel": report.channel} in doc["unseen"]
     assert any("17 bytes sent" in p for p in doc["problems"])
+    table = subprocess.run([str(DISTEA), "impact", "app.build", "--run", str(run.path)],
+                           capture_output=True, text=True, check=True,
+                           env={**os.environ, "COLUMNS": "200"})
+    assert f"safe, not precise: the impact may cross tcp {report.channel}" in table.stdout
 
 
 def test_python_socket_traffic_is_not_reported(tmp_path: Path) -> None:
