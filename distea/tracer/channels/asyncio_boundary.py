@@ -235,6 +235,11 @@ class AsyncioBoundaryChannel:
         streams_protocol = getattr(self, "_stream_protocol", None)
         if streams_protocol is not None and isinstance(protocol, streams_protocol):
             return
+        mine = getattr(protocol, "__dict__", None)
+        if mine is None or "connection_made" in mine:
+            # no instance attributes (__slots__): its bytes are left to the detector;
+            # already watched (a factory handing out one protocol twice): not twice
+            return
         if hasattr(protocol, "datagram_received") and not hasattr(protocol, "data_received"):
             self._watch_datagrams(protocol)
             return
@@ -281,7 +286,10 @@ class AsyncioBoundaryChannel:
 
             receive, name = received, "data_received"
         # a weak reference: the wrappers live on the protocol and must not keep it alive
-        protocol_ref = weakref.ref(protocol)
+        try:
+            protocol_ref: Any = weakref.ref(protocol)
+        except TypeError:  # __slots__ with __dict__ but no __weakref__: a cycle, collected
+            protocol_ref = lambda: protocol  # noqa: E731
         protocol.connection_made = made
         setattr(protocol, name, receive)
 
