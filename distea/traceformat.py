@@ -60,11 +60,18 @@ Channel conventions (what SEND/RECV carry, per ``kind``):
   (PUB/SUB, broadcast). LINK records tie two channel ends together. torch
   collectives use ``channel = "GROUP:SEQ"`` with ``meta["op"]`` and
   ``meta["role"]`` (``"all"``, ``"root"``, ``"leaf"``).
-- Markers (``unseen``): a SEND that is not a message. ``channel`` names a
+- Markers (``untrusted``): a SEND that is not a message. ``channel`` names a
   channel end, as its own sends name it, that something distea cannot see
   writes to (``meta["why"]``; ``meta["of"]``: the channel's kind), such as
   the signal wakeup fd; ``start = end = 0``. The analyzer pairs no receive
   of that channel by offsets.
+- Unseen traffic (``unseen``): not a message but a SEND written by the
+  detector when the kernel moved more bytes on a TCP connection than the
+  channels recorded; ``channel`` is the connection's outgoing ``"SRC>DST"``,
+  ``start``/``end`` 0/1, ``meta`` the window and counts (``lo``, ``sent``,
+  ``received``, ``kernel_sent``, ``kernel_received``, ``recorded_sent``,
+  ``recorded_received``, ``at``, ``reason``). The analyzer takes these out
+  before matching (``distea/analyzer/unseen.py``).
 """
 
 from __future__ import annotations

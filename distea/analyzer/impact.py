@@ -29,11 +29,12 @@ from __future__ import annotations
 
 from bisect import bisect_left, bisect_right
 from collections import deque
-from collections.abc import Iterator, Mapping
+from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 
 from distea.analyzer.matching import Matching
 from distea.analyzer.order import Order
+from distea.analyzer.unseen import PossibleEdge, backward, crossings
 from distea.model import Execution, channel_label
 
 
@@ -53,6 +54,9 @@ class ImpactResult:
     distia_size: int
     distia_starts: dict[str, int] = field(default_factory=dict)
     """Process key → where the DistIA baseline starts impact."""
+    unseen: list[tuple[str, str, str]] = field(default_factory=list)
+    """Connections with bytes the tracer did not see that the impact may have crossed:
+    (sender key, receiver key, channel). Where they lead, the set is safe, not precise."""
 
     @property
     def size(self) -> int:
@@ -138,8 +142,11 @@ class Analysis:
         executions: Mapping[str, Mapping[str, Execution]],
         matching: Matching,
         order: Order,
+        unseen: Sequence[PossibleEdge] = (),
     ) -> None:
         self.executions = executions
+        self.unseen = unseen
+        """Possible edges of connections with unseen bytes (:mod:`distea.analyzer.unseen`)."""
         self.matching = matching
         self.order = order
         self.keys = order.process_keys
@@ -181,7 +188,8 @@ class Analysis:
         """s_P(Q) for every process the impact reaches.
 
         Vector clocks give it directly; the few uncertain edges kept out of the
-        vector clocks (``Order.extra``) are then followed to a fixed point.
+        vector clocks (``Order.extra``) and the possible edges of connections with
+        unseen bytes are then followed to a fixed point.
         """
         sources = dict(firsts)
         m = self.matching
@@ -193,6 +201,10 @@ class Analysis:
                 if sy is None or m.events[s].clock < sy:
                     continue
                 p, c = m.proc_of[r], m.events[r].clock
+                if (p not in out or c < out[p]) and (p not in sources or c < sources[p]):
+                    sources[p] = c
+                    changed = True
+            for p, c, _ in crossings(self.unseen, out, self.order):
                 if (p not in out or c < out[p]) and (p not in sources or c < sources[p]):
                     sources[p] = c
                     changed = True
@@ -223,7 +235,13 @@ class Analysis:
         firsts = self.query_firsts(methods)
         starts = self.starts(firsts)
         impacted = self.impacted_from(starts)
-        dstarts = self.distia_starts(firsts)
+        # the baseline crosses connections with unseen bytes where distea does, so that
+        # it stays a superset (it has no rule of its own for them)
+        seeds = dict(firsts)
+        for p, c, _ in crossings(self.unseen, starts, self.order):
+            if c < seeds.get(p, c + 1):
+                seeds[p] = c
+        dstarts = self.distia_starts(seeds)
         distia_size = sum(
             len(self._lasts[p]) - bisect_left(self._lasts[p], s) for p, s in dstarts.items()
         )
@@ -235,6 +253,8 @@ class Analysis:
             mcov_size=self.mcov_size,
             distia_size=distia_size,
             distia_starts={self.keys[p]: s for p, s in dstarts.items()},
+            unseen=[(self.keys[e.sender], self.keys[e.receiver], e.channel)
+                    for _, _, e in crossings(self.unseen, starts, self.order)],
         )
 
     # -- DistIA baseline -------------------------------------------------------
@@ -294,6 +314,8 @@ class Analysis:
             points = [(m.proc_of[s], m.events[s].clock) for s, r in order.extra
                       if m.events[r].clock <= ends[m.proc_of[r]]
                       and m.events[s].clock > ends[m.proc_of[s]]]
+            # and connections with unseen bytes: what a point may have read from them
+            points.extend(backward(self.unseen, ends, order))
         out: dict[str, list[str]] = {}
         for p, end in enumerate(ends):
             if end < 0:
@@ -394,9 +416,13 @@ class Analysis:
              for p, e in impacted_in),
             key=lambda t: (t[0] is None, t[0] or 0, t[1]),
         )
-        if best[0] is None:  # cannot happen: the sweep and this search follow the same edges
+        if best[0] is None:  # only possible edges of unseen traffic lead there
             return Explanation(list(queries), target, None, True, [],
-                               f"{target} is impacted, but no message chain was found")
+                               f"{target} is impacted through a connection whose bytes the "
+                               "tracer did not see (" + "; ".join(
+                                   e.describe(self.keys) for _, _, e in
+                                   crossings(self.unseen, starts, self.order)) + "): no "
+                               "recorded message chain leads there")
         found = best[1]
         start_of = {p: (f, self._query_method_at(p, methods, f)) for p, f in firsts.items()}
         steps: list[Step] = []

@@ -1,6 +1,6 @@
 """Channels that something distea cannot see writes to: paired without their offsets.
 
-A tracer marks such a channel with a SEND of kind ``unseen`` (the signal
+A tracer marks such a channel with a SEND of kind ``untrusted`` (the signal
 wakeup descriptor: :mod:`distea.tracer.channels.wakeup`), naming it as its
 sends name it. Unseen bytes shift the reader's offsets ahead of the
 writers', so a receive of ``[a, b)`` no longer tells which recorded send
@@ -21,7 +21,7 @@ from typing import TYPE_CHECKING
 if TYPE_CHECKING:
     from distea.analyzer.matching import Matching
 
-UNSEEN_KIND = "unseen"
+UNSEEN_KIND = "untrusted"
 
 
 @dataclass(slots=True)

@@ -44,7 +44,7 @@ Per kind:
   channels, where a process may read back its own message from
   a shared queue, a receiver that also sends in that class is uncertain. ``udp``
   classes where the counts differ (a datagram was lost) are uncertain too.
-- a channel marked by a send of kind ``unseen`` (something distea cannot see
+- a channel marked by a send of kind ``untrusted`` (something distea cannot see
   writes to it, such as the signal wakeup fd): no receive is paired by
   offsets; one with writers in other processes is uncertain over all their
   sends, one whose only writer is its own process is ordered by its clock
@@ -188,7 +188,7 @@ def match(
                 group = groups[gk] = ([], [])
             group[1].append(i)
 
-    # channels something unseen writes to (markers: sends of kind "unseen")
+    # channels something unseen writes to (markers: sends of kind "untrusted")
     marked = {channel: unseen_why(events[group[0][0]].meta)
               for (kind, channel), group in groups.items() if kind == UNSEEN_KIND}
     unseen: dict[tuple[str, str], Unseen] = {}

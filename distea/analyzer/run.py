@@ -8,16 +8,23 @@ once. Every result is a plain dataclass (:mod:`distea.analyzer.impact`).
 from __future__ import annotations
 
 import gc
-from collections.abc import Iterable, Iterator
+from collections.abc import Iterable, Iterator, Sequence
 from contextlib import contextmanager
 from functools import cached_property
 from pathlib import Path
 from typing import TYPE_CHECKING
 
 from distea.analyzer.impact import Analysis, DepsResult, Explanation, ImpactResult
-from distea.analyzer.matching import Matching, match
+from distea.analyzer.matching import STREAM_KINDS, Matching, match
 from distea.analyzer.order import Order, compute_order
 from distea.analyzer.resolve import QueryError, diff_methods, resolve, resolve_all
+from distea.analyzer.unseen import (
+    Unseen,
+    UnseenReport,
+    inferred_reports,
+    possible_edges,
+    split_reports,
+)
 from distea.model import Execution, MessageEvent, Method, ProcessInfo, RunData
 from distea.traceformat import load_run
 
@@ -117,6 +124,15 @@ class Run:
                        "ordered after every candidate send (safe, less precise)")
         out.extend(m.notes)
         out.extend(order.notes)
+        for report in self.unseen.reports:
+            sides = " and ".join(f"{n} bytes {what}" for n, what in
+                                 ((report.sent, "sent"), (report.received, "received")) if n)
+            out.append(f"process {self.label(report.process)}: {sides} on tcp {report.channel} "
+                       "were not seen by the tracer ("
+                       + (f"found at {report.at}; likely " if report.at != "analysis"
+                          else "inferred: ") + f"{report.reason}); impact across this "
+                       "connection is safe, not precise")
+        out.extend(self.unseen.notes)
         return out
 
     def label(self, key: str) -> str:
@@ -139,12 +155,36 @@ class Run:
     # -- analysis --------------------------------------------------------------
 
     @cached_property
-    def matching(self) -> Matching:
-        messages = dict(self.data.messages)
+    def _split(self) -> tuple[dict[str, Sequence[MessageEvent]], list[UnseenReport]]:
+        """Message events for matching, and the unseen-traffic reports taken out of them."""
+        messages, reports = split_reports(self.data.messages)
         for key in self.data.processes:
             messages.setdefault(key, [])
         for key in self.data.executions:
             messages.setdefault(key, [])
+        return messages, reports
+
+    @cached_property
+    def unseen(self) -> Unseen:
+        """Connections with bytes the tracer did not see, and their possible edges.
+
+        The receives that prove unseen sends are external ones: without any on a
+        stream kind, the pass that looks for them is skipped."""
+        messages, reports = self._split
+        by_kind = self.matching.by_kind
+        if any(by_kind[kind].external for kind in STREAM_KINDS if kind in by_kind):
+            ends = {key: max([ev.clock for ev in events[-1:]]
+                             + [e.last for e in self.data.executions.get(key, {}).values()],
+                             default=0)
+                    for key, events in self.data.messages.items()}
+            reports = reports + inferred_reports(messages, ends, reports)
+        keys = sorted(messages)
+        index = {key: p for p, key in enumerate(keys)}
+        return possible_edges(reports, messages, index, keys)
+
+    @cached_property
+    def matching(self) -> Matching:
+        messages = self._split[0]
         with _no_gc():
             return match(messages, self.data.links, self.data.processes)
 
@@ -163,7 +203,7 @@ class Run:
     def analysis(self) -> Analysis:
         matching, order = self.matching, self.order
         with _no_gc():
-            analysis = Analysis(self.data.executions, matching, order)
+            analysis = Analysis(self.data.executions, matching, order, self.unseen.edges)
             analysis.prepare()
         return analysis
 

@@ -239,6 +239,8 @@ def impact_json(run: Run, res: ImpactResult) -> dict[str, Any]:
              "methods": res.impacted.get(key, [])}
             for key in _ordered_keys(run, res.starts)
         ],
+        "unseen": [{"from": sender, "to": receiver, "channel": channel}
+                   for sender, receiver, channel in res.unseen],
         "messages": _messages_json(run),
         "problems": run.problems,
     }
@@ -279,6 +281,10 @@ def impact(queries: tuple[str, ...], diff_rev: str | None, repo: Path | None,
                       f"{res.mcov_size}, DistIA {res.distia_size}")
     _method_tables(console, run, res.impacted, res.starts, "impact from clock",
                    None if show_all else 25, verbose)
+    for sender, receiver, channel in res.unseen:
+        console.print(f"safe, not precise: the impact may cross tcp {channel} from "
+                      f"{run.label(sender)} to {run.label(receiver)}, where bytes moved that "
+                      "the tracer did not see", style="yellow")
     _print_problems(console, run)
     target = next((n for n in res.method_names if n not in res.methods), None)
     if target:

@@ -134,6 +134,9 @@ class TracerSession:
         self.flusher = IdleFlusher(self)
         """Sends what waits while the program runs no Python (``idleflush.py``)."""
         self.signal_handler: Callable[[int, Any], None] | None = None
+        self.audits: list[Callable[[str], None]] = []
+        """Checks run at the periodic flush and at the end (``audit(reason)``), before
+        the final records: the unseen-traffic detector compares kernel counters there."""
         """Our flush-then-die handler, where startup installed it."""
         self._signals_defaulted: list[int] = []
         self._next_periodic = time.monotonic() + PERIODIC_S
@@ -230,6 +233,7 @@ class TracerSession:
                     self.guarded(flush)
         self.finished = True
         try:
+            self._audit(reason)
             self.flusher.stop(for_good=True)
             self.monitor.stop()
             if reason != "exec":
@@ -530,6 +534,7 @@ class TracerSession:
 
     def periodic(self) -> None:
         """Send last clocks and stats so a killed process loses little."""
+        self._audit("periodic")
         self._emit_lasts_and_stats()
         self.emitter.flush()
 
@@ -544,6 +549,13 @@ class TracerSession:
         for record in self.monitor.drain_lasts():
             self.emitter.add(record)
         self.emitter.flush()
+
+    def _audit(self, reason: str) -> None:
+        for audit in self.audits:
+            try:
+                audit(reason)
+            except Exception:
+                self.errors += 1
 
     def guarded(self, action: Callable[[], None]) -> None:
         """Run tracer work from inside user code: count a failure, never raise."""

@@ -32,6 +32,8 @@ CHANNEL_MODULES = (
     ("distea.tracer.channels.multiprocessing", "MultiprocessingChannel"),
     ("distea.tracer.channels.files", "FileChannel"),
     ("distea.tracer.channels.wakeup", "WakeupChannel"),
+    ("distea.tracer.channels.asyncio_boundary", "AsyncioBoundaryChannel"),
+    ("distea.tracer.channels.unseen", "UnseenTrafficDetector"),
 )
 DEFERRED_CHANNELS = (
     ("zmq", "distea.tracer.channels.zmq", "ZmqChannel"),

@@ -124,6 +124,27 @@ class SocketChannel:
         IMPORT_HOOKS.forget("ssl")
         self.patches.restore()
 
+    def recorded_streams(self) -> list[tuple[str, str, int, int]]:
+        """(kind, outgoing channel, bytes sent, bytes received) of every followed socket.
+
+        For the unseen-traffic detector; an ``SSLSocket`` says ``ssl`` even where
+        its plain layer met it first (its counts are not the kernel's then)."""
+        ssl = sys.modules.get("ssl")
+        out = []
+        for key, stream in list(self.streams.items()):
+            if stream is None:
+                continue
+            ref = self._watch.get(key)
+            sock = ref() if ref is not None else None
+            kind = "ssl" if ssl is not None and isinstance(sock, ssl.SSLSocket) else stream.kind
+            out.append((kind, stream.outgoing, stream.sent, stream.received))
+        return out
+
+    def recorded_for(self, sock: socket.socket) -> tuple[int, int] | None:
+        """(bytes sent, bytes received) recorded on this socket object, if it was followed."""
+        stream = self.streams.get(id(sock))
+        return (stream.sent, stream.received) if isinstance(stream, _Stream) else None
+
     def _new_stream(self, sock: socket.socket, kind: str) -> _Stream | None:
         """Describe a socket seen for the first time and keep it until it is freed."""
         key = id(sock)

@@ -9,7 +9,7 @@ pairing by offsets would put a receive before its own send (docs/guarantees.md,
 "Writes distea cannot see").
 
 This channel patches ``signal.set_wakeup_fd`` and, when the program hands it
-a descriptor, records one marker: a SEND of kind ``unseen`` on the channel
+a descriptor, records one marker: a SEND of kind ``untrusted`` on the channel
 name that that descriptor's sends carry (``meta["why"]`` says who writes
 unseen, ``meta["of"]`` the channel's own kind). The analyzer then pairs that
 channel's receives without trusting its offsets (:mod:`distea.analyzer.match_unseen`).
@@ -33,7 +33,7 @@ TYPE_CHECKING = False  # typing costs every traced process ~5 ms at start-up
 if TYPE_CHECKING:
     from typing import Any
 
-UNSEEN_KIND = "unseen"
+UNSEEN_KIND = "untrusted"
 WHY = "signal wakeup fd (signal.set_wakeup_fd): CPython's C signal handler writes to it"
 
 

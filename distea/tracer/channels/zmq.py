@@ -188,6 +188,18 @@ class ZmqChannel:
     def uninstall(self) -> None:
         self.patches.restore()
 
+    def covered_ports(self) -> set[int]:
+        """TCP ports of this process's ZeroMQ endpoints: libzmq moves their bytes in C,
+        and this channel records their messages, so the unseen-traffic detector
+        leaves those connections alone."""
+        ports: set[int] = set()
+        for state in list(self.states.values()):
+            for endpoint in state.bound + state.connected:
+                tail = endpoint.rsplit(":", 1)[-1]
+                if endpoint.startswith("tcp://") and tail.isdigit():
+                    ports.add(int(tail))
+        return ports
+
     def _error(self) -> None:
         if self.session is not None:
             self.session.errors += 1

@@ -1,0 +1,371 @@
+"""The backstop: TCP bytes that moved without the tracer seeing them (Linux).
+
+The channels see bytes where Python code moves them. A C event loop's
+protocol writing with ``transport.write``, a C extension with its own
+sockets, ``libc.send`` through ctypes: none of them passes through a patched
+method. The kernel counts every byte of a TCP connection anyway
+(``getsockopt(IPPROTO_TCP, TCP_INFO)``), so the two are compared, per
+connection, at a few moments only — no cost per message:
+
+- when a ``socket.socket`` is closed (``_real_close``, under ``close``,
+  ``with`` and ``makefile``'s last close);
+- at each periodic flush (every 0.5 s while messages flow) and at exit, for
+  every TCP connection open in the process (``/proc/self/fd``).
+
+What the program wrote is ``tcpi_bytes_sent - tcpi_bytes_retrans +
+tcpi_notsent_bytes`` (payload only; Linux ≥ 4.19, else the sent side is not
+checked); what it read is ``tcpi_bytes_received`` less the bytes still
+queued (``FIONREAD``) and the peer's FIN, which the kernel counts as one
+byte. What the tracer recorded comes from every channel that follows byte
+streams (``recorded_streams()``, by channel name; ``recorded_for(sock)``
+at a close). A positive difference is written as a SEND of kind
+``unseen`` on the connection's outgoing channel name, with the window of
+this process's clock in which the bytes moved (``meta["lo"]``, exclusive,
+to the record's own clock) and the counts; the analyzer reports it and
+orders the connection safely (``distea/analyzer/unseen.py``).
+
+Not compared: connections whose recorded bytes are TLS plaintext (the
+kernel counts ciphertext), connections open across a ``fork`` (parent and
+child share the kernel's counters), ZeroMQ's and the collector's own
+connections (their messages are recorded, or they are ours), and anything
+that is not TCP (Unix sockets and pipes have no such counters).
+"""
+
+from __future__ import annotations
+
+import os
+import socket
+import struct
+import sys
+from stat import S_ISSOCK
+from time import monotonic
+
+from distea.tracer.channels.patching import Patches
+from distea.tracer.channels.sockets import _address
+from distea.tracer.session import TracerSession
+
+TYPE_CHECKING = False  # typing costs every traced process ~5 ms at start-up
+if TYPE_CHECKING:
+    from typing import Any
+
+KIND = "unseen"
+TCP_INFO_SIZE = 232
+BYTES_RECEIVED = struct.Struct("Q")
+RECEIVED_AT, NOTSENT_AT, SENT_AT = 128, 144, 200
+"""Offsets in ``struct tcp_info``: ``tcpi_bytes_received`` (Linux 4.1), ``tcpi_notsent_bytes``
+(4.6), ``tcpi_bytes_sent`` followed by ``tcpi_bytes_retrans`` (4.19)."""
+SENT_SIDE = struct.Struct("QQ")
+NOTSENT = struct.Struct("I")
+FIN_RECEIVED_STATES = frozenset({6, 8, 9, 11})
+"""TIME_WAIT, CLOSE_WAIT, LAST_ACK, CLOSING: the peer's FIN is in tcpi_bytes_received."""
+CLOSED_STATE = 7
+"""TCP_CLOSE after a reset: a FIN may or may not have come first (one byte of doubt)."""
+SCAN_SPACING = 100
+"""A periodic scan of every connection waits this many times its own duration."""
+C_IO_LIBRARIES = ("uvloop", "grpc", "ray", "torch", "asyncpg", "psycopg", "aiohttp",
+                  "pycurl", "confluent_kafka")
+"""Libraries that move socket bytes in C, named as the likely reason when loaded."""
+
+_fork_hooked: list[UnseenTrafficDetector] = []
+"""The installed detector, told of forks (``os.register_at_fork`` cannot be undone)."""
+
+
+class Counts:
+    """Bytes of one connection: what the kernel moved, what the tracer recorded."""
+
+    __slots__ = ("kernel_received", "kernel_sent", "recorded_received", "recorded_sent",
+                 "slack")
+
+    def __init__(self, kernel_sent: int | None, kernel_received: int, slack: int,
+                 recorded_sent: int, recorded_received: int) -> None:
+        self.kernel_sent = kernel_sent
+        self.kernel_received = kernel_received
+        self.slack = slack
+        self.recorded_sent = recorded_sent
+        self.recorded_received = recorded_received
+
+    def unseen(self) -> tuple[int, int]:
+        sent = 0 if self.kernel_sent is None else self.kernel_sent - self.recorded_sent
+        received = self.kernel_received - self.recorded_received
+        if received <= self.slack:
+            received = 0
+        return max(sent, 0), max(received, 0)
+
+
+def kernel_counts(sock: Any, recorded_sent: int, recorded_received: int) -> Counts | None:
+    """The kernel's byte counts of a TCP connection beside the recorded ones, or None
+    where the kernel has none. One ``getsockopt`` when nothing is unseen: the
+    receive queue is only asked for (``FIONREAD``) when the counters differ."""
+    info = sock.getsockopt(socket.IPPROTO_TCP, socket.TCP_INFO, TCP_INFO_SIZE)
+    if len(info) < RECEIVED_AT + 8:
+        return None  # a kernel before 4.1: nothing to compare with
+    state = info[0]
+    received = BYTES_RECEIVED.unpack_from(info, RECEIVED_AT)[0]
+    if state in FIN_RECEIVED_STATES:
+        received -= 1
+    if received > recorded_received:
+        import fcntl
+        import termios
+
+        received -= struct.unpack(
+            "i", fcntl.ioctl(sock.fileno(), termios.FIONREAD, b"\0" * 4))[0]
+    sent = None
+    if len(info) >= SENT_AT + 16:
+        bytes_sent, retransmitted = SENT_SIDE.unpack_from(info, SENT_AT)
+        sent = bytes_sent - retransmitted + NOTSENT.unpack_from(info, NOTSENT_AT)[0]
+    return Counts(sent, received, 1 if state == CLOSED_STATE else 0, recorded_sent,
+                  recorded_received)
+
+
+def likely_reason() -> str:
+    loaded = [name for name in C_IO_LIBRARIES if name in sys.modules]
+    if loaded:
+        return ("moved in C by a library of this process (loaded: " + ", ".join(loaded)
+                + "), or by another C extension or a direct system call")
+    return "moved by a C extension or a direct system call (ctypes), outside Python's socket"
+
+
+class UnseenTrafficDetector:
+    def __init__(self) -> None:
+        self.patches = Patches()
+        self.checked: dict[str, tuple[int, int, int]] = {}
+        """Connection (outgoing name) → (clock of its last check, unseen bytes sent and
+        received reported so far)."""
+        self.suspect: dict[str, tuple[int, int]] = {}
+        """Differences found at the last periodic check, reported only if they last."""
+        self.last_scan = 0
+        """Clock of the last scan of every connection: one not met then was not open."""
+        self.shared: set[int] = set()
+        """Socket inodes open at a fork: their kernel counters are shared, not checked."""
+        self.next_scan_at = 0.0
+        """``time.monotonic()`` before which a periodic check is skipped (``SCAN_SPACING``)."""
+        self.session: TracerSession | None = None
+
+    def install(self, session: TracerSession) -> None:
+        if not sys.platform.startswith("linux") or not hasattr(socket, "TCP_INFO"):
+            return
+        self.session = session
+        session.audits.append(self.audit)
+        self._patch_close()
+        if not _fork_hooked:
+            os.register_at_fork(before=_before_fork)
+        _fork_hooked[:] = [self]
+
+    def uninstall(self) -> None:
+        self.patches.restore()
+        if self.session is not None and self.audit in self.session.audits:
+            self.session.audits.remove(self.audit)
+        _fork_hooked.clear()
+
+    # -- when to look ------------------------------------------------------------
+
+    def _patch_close(self) -> None:
+        original = socket.socket._real_close  # type: ignore[attr-defined]
+        detector = self
+
+        def _real_close(sock: Any, *args: Any, **kwargs: Any) -> Any:
+            session = detector.session
+            if session is not None and not session.finished:
+                try:
+                    if sock.type == socket.SOCK_STREAM and sock.fileno() >= 0 and \
+                            sock.family in (socket.AF_INET, socket.AF_INET6):
+                        detector.check_closing(sock)
+                except Exception:
+                    session.errors += 1
+            return original(sock, *args, **kwargs)
+
+        _real_close.__wrapped__ = original  # type: ignore[attr-defined]
+        self.patches.replace(socket.socket, "_real_close", _real_close)
+
+    def audit(self, reason: str) -> None:
+        """Every open TCP connection: at the periodic flushes (spaced so that scans take
+        at most 1% of the time) and at the end."""
+        session = self.session
+        if session is None or (reason == "periodic" and monotonic() < self.next_scan_at):
+            return
+        began = monotonic()
+        now = session.clock.value
+        recorded = self._recorded_by_name()
+        seen: set[str] = set()
+        for name, counts in self._open_connections(self._covered_ports(), recorded):
+            seen.add(name)
+            self._compare(name, counts, now, reason, lasting=reason != "periodic")
+        for name in [n for n in self.checked if n not in seen]:
+            del self.checked[name]  # closed without us (in C): its last check stands
+        self.last_scan = now
+        self.next_scan_at = monotonic() + SCAN_SPACING * (monotonic() - began)
+
+    def check_closing(self, sock: Any) -> None:
+        """One socket the program is closing: its last chance to be compared.
+
+        Costs one ``getsockopt`` when nothing is unseen; names, shared and
+        covered connections are only looked at when the counters differ."""
+        ssl = sys.modules.get("ssl")
+        if ssl is not None and isinstance(sock, ssl.SSLSocket):
+            return
+        recorded_sent = recorded_received = 0
+        for channel in self._stream_channels():
+            found = getattr(channel, "recorded_for", None)
+            mine = found(sock) if found is not None else None
+            if mine is not None:
+                recorded_sent += mine[0]
+                recorded_received += mine[1]
+        try:
+            counts = kernel_counts(sock, recorded_sent, recorded_received)
+        except OSError:
+            return  # not connected (a listening socket, a failed connect)
+        if counts is None or counts.unseen() == (0, 0):
+            return
+        try:
+            local, peer = sock.getsockname(), sock.getpeername()
+        except OSError:
+            return
+        if self._inode(sock.fileno()) in self.shared or \
+                local[1] in self._covered_ports() or peer[1] in self._covered_ports():
+            return
+        name = f"{_address(local)}>{_address(peer)}"
+        session = self.session
+        if session is not None:
+            self._compare(name, counts, session.clock.value, "close", lasting=True)
+        self.checked.pop(name, None)
+        self.suspect.pop(name, None)
+
+    # -- comparing -----------------------------------------------------------------
+
+    def _compare(self, name: str, counts: Counts, now: int, reason: str, lasting: bool) -> None:
+        lo, reported_sent, reported_received = self.checked.get(name, (self.last_scan, 0, 0))
+        sent, received = counts.unseen()
+        clean = sent <= reported_sent and received <= reported_received
+        if not lasting:
+            # between a call's return and its record, another thread may be checking:
+            # a difference counts only if the previous periodic check saw it too
+            before = self.suspect.get(name, (0, 0))
+            self.suspect[name] = (sent, received)
+            sent, received = min(sent, before[0]), min(received, before[1])
+        new_sent, new_received = max(sent - reported_sent, 0), max(received - reported_received, 0)
+        session = self.session
+        if session is None:
+            return
+        if not (new_sent or new_received):
+            # the window of the next report starts here only if nothing new is pending
+            # (a difference still waiting to be confirmed moved before this check)
+            if clean:
+                self.checked[name] = (now, reported_sent, reported_received)
+            else:
+                self.checked.setdefault(name, (lo, reported_sent, reported_received))
+            return
+        session.send(KIND, name, 0, 1, {
+            "lo": lo,
+            "sent": new_sent,
+            "received": new_received,
+            "kernel_sent": counts.kernel_sent,
+            "kernel_received": counts.kernel_received,
+            "recorded_sent": counts.recorded_sent,
+            "recorded_received": counts.recorded_received,
+            "at": reason,
+            "reason": likely_reason(),
+        })
+        self.checked[name] = (session.clock.value, max(sent, reported_sent),
+                              max(received, reported_received))
+
+    # -- what is open, what was recorded ---------------------------------------------
+
+    def _stream_channels(self) -> list[Any]:
+        session = self.session
+        if session is None:
+            return []
+        channels = [getattr(c, "channel", None) or c for c in session.channels]
+        return [c for c in channels if hasattr(c, "recorded_streams")]
+
+    def _recorded_by_name(self) -> dict[str, tuple[bool, int, int]]:
+        """Outgoing channel name → (any of it TLS plaintext, bytes sent, bytes received)."""
+        out: dict[str, tuple[bool, int, int]] = {}
+        for channel in self._stream_channels():
+            for kind, name, sent, received in channel.recorded_streams():
+                tls, s, r = out.get(name, (False, 0, 0))
+                out[name] = (tls or kind == "ssl", s + sent, r + received)
+        return out
+
+    def _covered_ports(self) -> set[int]:
+        """Ports of connections whose bytes are ours or recorded as messages (ZeroMQ)."""
+        session = self.session
+        ports: set[int] = set()
+        if session is None:
+            return ports
+        endpoint = session.config.endpoint
+        if endpoint.startswith("tcp://") and endpoint.rsplit(":", 1)[-1].isdigit():
+            ports.add(int(endpoint.rsplit(":", 1)[-1]))
+        for channel in session.channels:
+            channel = getattr(channel, "channel", None) or channel
+            covered = getattr(channel, "covered_ports", None)
+            if covered is not None:
+                ports |= covered()
+        return ports
+
+    def _inode(self, fd: int) -> int | None:
+        try:
+            st = os.fstat(fd)
+        except OSError:
+            return None
+        return st.st_ino if S_ISSOCK(st.st_mode) else None
+
+    def socket_inodes(self) -> list[tuple[int, int]]:
+        """(descriptor, inode) of every socket open in this process."""
+        out: list[tuple[int, int]] = []
+        try:
+            names = os.listdir("/proc/self/fd")
+        except OSError:
+            return out
+        for name in names:
+            inode = self._inode(int(name))
+            if inode is not None:
+                out.append((int(name), inode))
+        return out
+
+    def _open_connections(self, covered: set[int],
+                          recorded: dict[str, tuple[bool, int, int]],
+                          ) -> list[tuple[str, Counts]]:
+        """(outgoing name, counts) of every TCP connection open in this process whose
+        bytes can be compared (not TLS plaintext, not covered, not shared)."""
+        import _socket
+
+        out: list[tuple[str, Counts]] = []
+        for fd, inode in self.socket_inodes():
+            if inode in self.shared:
+                continue
+            try:
+                probe = _socket.socket(fileno=os.dup(fd))  # a duplicate: closing it is safe
+            except OSError:
+                continue
+            try:
+                if probe.type != socket.SOCK_STREAM or \
+                        probe.family not in (socket.AF_INET, socket.AF_INET6):
+                    continue
+                local, peer = probe.getsockname(), probe.getpeername()
+                if local[1] in covered or peer[1] in covered:
+                    continue
+                name = f"{_address(local)}>{_address(peer)}"
+                tls, sent, received = recorded.get(name, (False, 0, 0))
+                if tls:
+                    continue  # TLS plaintext: not the kernel's bytes
+                counts = kernel_counts(probe, sent, received)
+                if counts is not None:
+                    out.append((name, counts))
+            except OSError:
+                continue  # not connected
+            finally:
+                probe.close()
+        return out
+
+    def before_fork(self) -> None:
+        self.shared.update(inode for _, inode in self.socket_inodes())
+
+
+def _before_fork() -> None:
+    for detector in _fork_hooked:
+        session = detector.session
+        if session is not None and not session.finished:
+            try:
+                detector.before_fork()
+            except Exception:
+                session.errors += 1
