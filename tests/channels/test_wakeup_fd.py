@@ -53,14 +53,14 @@ def test_signal_wakeup_channel_is_marked_and_the_run_analysable(script: Path) ->
     traced = run_both(script)
     run = traced.run
     assert traced.stdout == "done\n"
-    markers = traced.events("unseen")
+    markers = traced.events("untrusted")
     assert len(markers) == 1 and "set_wakeup_fd" in str(markers[0].meta)
     # the self-pipe's receives are not paired by offsets; their only writer is their
     # own process, whose clock orders them exactly
     assert not traced.edges("unix")
     unix = run.matching.by_kind["unix"]
     assert unix.recvs >= 1 and unix.matched == unix.recvs and not unix.ambiguous
-    assert "unseen" not in run.matching.by_kind  # markers are not messages
+    assert "untrusted" not in run.matching.by_kind  # markers are not messages
     compute_order(run.matching, strict=True)  # no cycle left to demote
     assert not run.order.demoted
     assert any("signal wakeup fd" in p and "unix channel" in p for p in run.problems)
@@ -110,7 +110,7 @@ def test_marked_channel_is_paired_without_offsets(tmp_path: Path) -> None:
     tb = TraceBuilder(tmp_path / "run")
     a, b = tb.process("A"), tb.process("B")
     a.link("socketpair", "h:sock:1", "h:sock:2")
-    a.send(1, "unseen", "h:sock:2", 0, 0, why="signal wakeup fd (test)", of="unix")
+    a.send(1, "untrusted", "h:sock:2", 0, 0, why="signal wakeup fd (test)", of="unix")
     a.run("app.after", 3, 7)
     a.recv(3, "unix", "h:sock:1", 0, 1)
     a.send(4, "unix", "h:sock:2", 0, 1)
@@ -121,7 +121,7 @@ def test_marked_channel_is_paired_without_offsets(tmp_path: Path) -> None:
     run = load(tb)
     counts = run.matching.by_kind["unix"]
     assert (counts.recvs, counts.matched, counts.ambiguous, counts.external) == (3, 0, 3, 0)
-    assert "unseen" not in run.matching.by_kind
+    assert "untrusted" not in run.matching.by_kind
     assert not run.order.demoted_receives
     result = run.impact("app.work")
     assert {run.processes[k].role: s for k, s in result.starts.items()} == {"A": 3, "B": 1}
