@@ -28,6 +28,11 @@ Per kind:
 - ``exit``: ``HOST:PID``; sends and receives paired in order;
 - ``torch`` with ``meta["role"]``: a collective ``GROUP:SEQ``, all sends →
   all receives (a hub); without a role it is point-to-point, as below;
+- ``mp`` on a pipe or socket pair shared by several processes (a queue),
+  where every event carries a ``CLOCK_MONOTONIC`` bracket, all on one host:
+  the k-th read in bracket order pairs with the k-th write, certain
+  (:mod:`distea.analyzer.match_queues` says when that is exact; otherwise
+  the rule below);
 - message kinds (``mp``, ``zmq``, ``udp``, ``unixgram``, ``pipe`` and any kind
   not named here): per channel — a send on a LINKed end is received on the
   other end, otherwise the channel strings are equal — then per fingerprint
@@ -49,6 +54,7 @@ from collections import defaultdict
 from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 
+from distea.analyzer.match_queues import pairs_by_brackets
 from distea.model import ChannelLink, MessageEvent, ProcessInfo
 
 STREAM_KINDS = frozenset({"tcp", "unix", "ssl"})
@@ -172,7 +178,8 @@ def match(
         if kind == "zmq" and any(_peer(events[s]) for s in sends):
             routed.append((kind, channel, sends, recvs))  # after the peers are known
             continue
-        _count(m, kind, sends, recvs, _match_group(m, kind, sends, recvs, started, unknown))
+        _count(m, kind, sends, recvs,
+               _match_group(m, kind, sends, recvs, started, unknown, processes))
     peers = _learn_peers(m) if routed else {}
     for kind, channel, sends, recvs in routed:
         result = _Result()
@@ -196,9 +203,12 @@ def match(
 
 
 def _match_group(m: Matching, kind: str, sends: list[int], recvs: list[int],
-                 started: Mapping[str, int], unknown: set[str]) -> _Result:
+                 started: Mapping[str, int], unknown: set[str],
+                 processes: Mapping[str, ProcessInfo] | None) -> _Result:
     result = _Result()
-    if kind in STREAM_KINDS:
+    if kind == "mp" and _match_queue(m, sends, recvs, result, processes):
+        pass  # a shared queue, in the pipe's own order (match_queues.py)
+    elif kind in STREAM_KINDS:
         _match_stream(m, sends, recvs, result)
     elif kind == "proc":
         _match_proc(m, sends, recvs, result)
@@ -478,6 +488,18 @@ def _match_collective(m: Matching, sends: list[int], recvs: list[int], out: _Res
 
 
 # -- message channels --------------------------------------------------------
+
+
+def _match_queue(m: Matching, sends: list[int], recvs: list[int], out: _Result,
+                 processes: Mapping[str, ProcessInfo] | None) -> bool:
+    """A multiprocessing pipe paired k-th read to k-th write, where that is exact."""
+    pairs = pairs_by_brackets(m.events, m.proc_of, m.process_keys, sends, recvs, processes)
+    if pairs is None:
+        return False
+    m.edges.extend(pairs)
+    out.matched += len(pairs)
+    out.unmatched_sends += len(sends) - len(pairs)
+    return True
 
 
 def _match_messages(
