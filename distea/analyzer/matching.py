@@ -33,6 +33,9 @@ Per kind:
   the k-th read in bracket order pairs with the k-th write, certain
   (:mod:`distea.analyzer.match_queues` says when that is exact; otherwise
   the rule below);
+- ``udp`` broadcasts and multicasts (channel ``*:PORT``): offered to every
+  UDP receive on that port, beside its unicast sends, then as below
+  (:mod:`distea.analyzer.match_broadcast`);
 - message kinds (``mp``, ``zmq``, ``udp``, ``unixgram``, ``pipe`` and any kind
   not named here): per channel — a send on a LINKed end is received on the
   other end, otherwise the channel strings are equal — then per fingerprint
@@ -54,6 +57,7 @@ from collections import defaultdict
 from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 
+from distea.analyzer.match_broadcast import Group, pair_port, port_of, split_broadcasts
 from distea.analyzer.match_queues import pairs_by_brackets
 from distea.model import ChannelLink, MessageEvent, ProcessInfo
 
@@ -174,12 +178,19 @@ def match(
 
     unknown: set[str] = set()
     routed: list[tuple[str, str, list[int], list[int]]] = []
+    broadcasts = split_broadcasts(groups)
+    on_port: dict[str, list[Group]] = defaultdict(list)  # UDP groups a broadcast reaches
     for (kind, channel), (sends, recvs) in groups.items():
         if kind == "zmq" and any(_peer(events[s]) for s in sends):
             routed.append((kind, channel, sends, recvs))  # after the peers are known
             continue
+        if broadcasts and kind == "udp" and port_of(channel) in broadcasts:
+            on_port[port_of(channel)].append((sends, recvs))
+            continue
         _count(m, kind, sends, recvs,
                _match_group(m, kind, sends, recvs, started, unknown, processes))
+    for port, sent in broadcasts.items():
+        _match_broadcasts(m, sent, on_port[port])
     peers = _learn_peers(m) if routed else {}
     for kind, channel, sends, recvs in routed:
         result = _Result()
@@ -221,6 +232,16 @@ def _match_group(m: Matching, kind: str, sends: list[int], recvs: list[int],
             unknown.add(kind)
         _match_messages(m, kind, sends, recvs, result)
     return result
+
+
+def _match_broadcasts(m: Matching, broadcast: list[int], groups: list[Group]) -> None:
+    """One UDP port: its broadcasts offered to each receive group on it (match_broadcast.py)."""
+    result = _Result()
+    unread = pair_port(m.edges, m.uncertain, broadcast, groups,
+                       lambda sends, recvs: _match_messages(m, "udp", sends, recvs, result))
+    result.unmatched_sends = unread
+    _count(m, "udp", broadcast + [s for sends, _ in groups for s in sends],
+           [r for _, recvs in groups for r in recvs], result)
 
 
 def _count(m: Matching, kind: str, sends: list[int], recvs: list[int], result: _Result) -> None:
