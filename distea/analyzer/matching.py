@@ -33,6 +33,10 @@ Per kind:
   the k-th read in bracket order pairs with the k-th write, certain
   (:mod:`distea.analyzer.match_queues` says when that is exact; otherwise
   the rule below);
+- ``zmq`` fan-in (several sockets into one) and fan-out (one socket's messages
+  split among several), where every message carries its time: per-socket
+  FIFO, same-host ``CLOCK_MONOTONIC`` and fingerprints narrow each receive's
+  candidates (:mod:`distea.analyzer.match_zmq`; otherwise the rule below);
 - ``udp`` broadcasts and multicasts (channel ``*:PORT``): offered to every
   UDP receive on that port, beside its unicast sends, then as below
   (:mod:`distea.analyzer.match_broadcast`);
@@ -59,6 +63,7 @@ from dataclasses import dataclass, field
 
 from distea.analyzer.match_broadcast import Group, pair_port, port_of, split_broadcasts
 from distea.analyzer.match_queues import pairs_by_brackets
+from distea.analyzer.match_zmq import pair_zmq
 from distea.model import ChannelLink, MessageEvent, ProcessInfo
 
 STREAM_KINDS = frozenset({"tcp", "unix", "ssl"})
@@ -219,6 +224,8 @@ def _match_group(m: Matching, kind: str, sends: list[int], recvs: list[int],
     result = _Result()
     if kind == "mp" and _match_queue(m, sends, recvs, result, processes):
         pass  # a shared queue, in the pipe's own order (match_queues.py)
+    elif kind == "zmq" and _match_zmq(m, sends, recvs, result, processes):
+        pass  # fan-in or fan-out (match_zmq.py)
     elif kind in STREAM_KINDS:
         _match_stream(m, sends, recvs, result)
     elif kind == "proc":
@@ -509,6 +516,20 @@ def _match_collective(m: Matching, sends: list[int], recvs: list[int], out: _Res
 
 
 # -- message channels --------------------------------------------------------
+
+
+def _match_zmq(m: Matching, sends: list[int], recvs: list[int], out: _Result,
+               processes: Mapping[str, ProcessInfo] | None) -> bool:
+    """A ZeroMQ fan-in or fan-out, by per-socket FIFO, time and fingerprints."""
+    found = pair_zmq(m, sends, recvs, processes)
+    if found is None:
+        return False
+    m.edges.extend(found.edges)
+    m.uncertain.extend(found.uncertain)
+    out.matched += len(found.edges)
+    out.ambiguous += len(found.uncertain)
+    out.unmatched_sends += found.unmatched_sends
+    return True
 
 
 def _match_queue(m: Matching, sends: list[int], recvs: list[int], out: _Result,
