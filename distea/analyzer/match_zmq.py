@@ -68,6 +68,14 @@ if TYPE_CHECKING:
 
 MAX_STATES = 256
 """Fan-in interleavings followed at once; more means: too ambiguous to be worth it."""
+MAX_KEPT = 1 << 20
+"""Fan-in states kept over all receives (for the way back): a bound on memory."""
+MAX_LISTED = 64
+"""Fan-out: a receive with more candidates than this names its sender's whole
+stream as its chain (one shared tuple, as the fingerprint rule does), not a list
+of its own: a long burst of look-alikes must not cost memory squared."""
+MAX_ROUNDS = 8
+"""Fan-out: rounds of taking out what other receives read for certain."""
 
 Stream = tuple[int, int]  # (process index, socket number)
 
@@ -79,6 +87,9 @@ class ZmqPairs:
     edges: list[tuple[int, int]] = field(default_factory=list)
     uncertain: list[tuple[int, tuple[tuple[int, ...], ...]]] = field(default_factory=list)
     unmatched_sends: int = 0
+    maybe_read: set[int] = field(default_factory=set)
+    """Sends some receive may have read besides those named by ``edges`` and
+    ``uncertain`` (fan-out windows paired with their last send)."""
 
 
 def pair_zmq(m: Matching, sends: list[int], recvs: list[int],
@@ -110,7 +121,7 @@ def pair_zmq(m: Matching, sends: list[int], recvs: list[int],
         return None
     if found is None:
         return None
-    read = {s for s, _ in found.edges}
+    read = {s for s, _ in found.edges} | found.maybe_read
     for _, chains in found.uncertain:
         for chain in chains:
             read.update(chain)
@@ -179,6 +190,7 @@ def _fan_in(m: Matching, streams: list[list[int]], recvs: list[int],
     start: State = ((0,) * len(streams), (-1,) * len(peer_slot))
     layers: list[dict[State, list[tuple[State, int]]]] = []
     states: list[State] = [start]
+    kept = 0
     for r, slot in zip(recvs, slots, strict=True):
         nxt: dict[State, list[tuple[State, int]]] = {}
         for state in states:
@@ -194,7 +206,8 @@ def _fan_in(m: Matching, streams: list[list[int]], recvs: list[int],
                     after_peers = (*peers[:slot], j, *peers[slot + 1:])
                 after = ((*ptrs[:j], p + 1, *ptrs[j + 1:]), after_peers)
                 nxt.setdefault(after, []).append((state, j))
-        if not nxt or len(nxt) > MAX_STATES:
+        kept += len(nxt)
+        if not nxt or len(nxt) > MAX_STATES or kept > MAX_KEPT:
             return None
         layers.append(nxt)
         states = list(nxt)
@@ -228,36 +241,46 @@ def _fan_out(m: Matching, stream: list[int], receivers: list[list[int]],
              ok: _Feasible) -> ZmqPairs | None:
     """Each receiver reads an increasing subsequence of ``stream`` (module docstring)."""
     owner: dict[int, int] = {}  # position in ``stream`` -> the receive that read it for certain
-    while True:
-        windows: list[list[list[int]]] = []
+    for _ in range(MAX_ROUNDS):
+        windows: list[list[tuple[int, int]]] = []
         for recvs in receivers:
             window = _windows(stream, recvs, ok, owner)
             if window is None:
                 return None
             windows.append(window)
-        certain = {w[0]: r for recvs, window in zip(receivers, windows, strict=True)
-                   for r, w in zip(recvs, window, strict=True) if len(w) == 1}
+        certain = {lo: r for recvs, window in zip(receivers, windows, strict=True)
+                   for r, (lo, hi) in zip(recvs, window, strict=True) if lo == hi}
         if certain.items() <= owner.items():
             break
         owner.update(certain)
     found = ZmqPairs()
-    clocks = [ev.clock for ev in m.events[m.offsets[m.proc_of[stream[0]]]:
-                                          m.offsets[m.proc_of[stream[0]] + 1]]]
+    sender = m.proc_of[stream[0]]
+    base = m.offsets[sender]
+    clocks = [ev.clock for ev in m.events[base:m.offsets[sender + 1]]]
+    sends_before = [0]  # sends among the sender's first k events
+    for ev in m.events[base:m.offsets[sender + 1]]:
+        sends_before.append(sends_before[-1] + (ev.direction == "send"))
+    whole = tuple(stream)
     for recvs, window in zip(receivers, windows, strict=True):
-        for r, positions in zip(recvs, window, strict=True):
-            sends = [stream[p] for p in positions]
-            if len(sends) > 1 and _only_sends_between(m, clocks, sends[0], sends[-1]):
-                found.edges.append((sends[-1], r))  # every candidate gives the same answers
+        for r, (lo, hi) in zip(recvs, window, strict=True):
+            first, last = stream[lo], stream[hi]
+            if lo == hi or _only_sends_between(m, clocks, sends_before, first, last):
+                found.edges.append((last, r))  # every candidate gives the same answers
+                found.maybe_read.update(stream[lo:hi])
+            elif hi - lo < MAX_LISTED:
+                _record(found, ok, r, {stream[q] for q in range(lo, hi + 1)
+                                       if owner.get(q, r) == r and ok(stream[q], r)})
             else:
-                _record(found, ok, r, set(sends))
+                found.uncertain.append((r, (whole,)))
     return found
 
 
 def _windows(stream: list[int], recvs: list[int], ok: _Feasible,
-             owner: Mapping[int, int]) -> list[list[int]] | None:
-    """Per receive, the positions of ``stream`` it could have read; None if the
-    receives cannot be a subsequence of it. A position another receive read for
-    certain (``owner``) is no candidate."""
+             owner: Mapping[int, int]) -> list[tuple[int, int]] | None:
+    """Per receive, the first and last position of ``stream`` it could have read
+    (its earliest and latest embedding; the positions between that it could have
+    read are its candidates); None if the receives cannot be a subsequence of it.
+    A position another receive read for certain (``owner``) is no candidate."""
     n = len(stream)
 
     def possible(p: int, r: int) -> bool:
@@ -272,26 +295,24 @@ def _windows(stream: list[int], recvs: list[int], ok: _Feasible,
             return None
         lo.append(p)
         p += 1
-    hi = [0] * len(recvs)
+    window: list[tuple[int, int]] = [(0, 0)] * len(recvs)
     p = n - 1
     for k in range(len(recvs) - 1, -1, -1):
         while p >= 0 and not possible(p, recvs[k]):
             p -= 1
         if p < lo[k]:
             return None
-        hi[k] = p
+        window[k] = (lo[k], p)
         p -= 1
-    return [[q for q in range(lo[k], hi[k] + 1) if possible(q, r)]
-            for k, r in enumerate(recvs)]
+    return window
 
 
-def _only_sends_between(m: Matching, clocks: list[int], first: int, last: int) -> bool:
+def _only_sends_between(m: Matching, clocks: list[int], sends_before: list[int],
+                         first: int, last: int) -> bool:
     """Whether every event of the sender from ``first`` to ``last`` is a send, at
     consecutive clocks: nothing else was recorded (no method started, nothing
-    received) in between. ``clocks``: the sender's event clocks, in order."""
-    base = m.offsets[m.proc_of[first]]
+    received) in between. ``clocks``: the sender's event clocks, in order;
+    ``sends_before[k]``: how many of its first k events are sends."""
     a, b = m.events[first].clock, m.events[last].clock
     i, j = bisect_left(clocks, a), bisect_right(clocks, b)
-    if j - i != b - a + 1:
-        return False
-    return all(m.events[base + k].direction == "send" for k in range(i, j))
+    return j - i == b - a + 1 and sends_before[j] - sends_before[i] == j - i
