@@ -44,8 +44,8 @@ Every byte of the message moved between the two readings. On one host
 brackets do not overlap, the earlier bracket's message is the earlier one in
 the pipe; likewise for reads. The locks make the brackets disjoint; the
 analyzer (:mod:`distea.analyzer.match_queues`) checks that they are before it
-relies on it. Two ``monotonic_ns()`` calls cost ~0.1 µs; a queue message
-costs tens.
+relies on it. The readings and their packing cost ~0.4 µs a message; a queue
+message costs tens.
 
 multiprocessing is imported after the tracer starts, so the patch is applied
 by a post-import hook (:class:`ImportHooks`) the moment
