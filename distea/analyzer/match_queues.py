@@ -39,8 +39,11 @@ sent) applies:
 
 What this cannot see is the same as for every FIFO rule: a process that is
 not traced writing to or reading from the queue (it is reported as
-untraced), and a read that failed half-way through a message (the queue is
-broken then).
+untraced), a read that failed half-way through a message (the queue is
+broken then), and a process killed (SIGKILL) after it read from the queue
+but before its next flush, when its log holds no event on that queue at all
+(it is reported as "ended without a final flush"; had it recorded any event
+on the queue, the queue falls back to the safe rule).
 """
 
 from __future__ import annotations
