@@ -7,6 +7,12 @@ connected senders, one bound receiver) or ``ENDPOINT bind>connect`` (fan-out);
 
 from __future__ import annotations
 
+import tempfile
+from pathlib import Path
+
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
 from tests.analyzer.conftest import load
 from tests.analyzer.test_matching import pairs
 from tests.analyzer.tracebuilder import TraceBuilder
@@ -111,3 +117,57 @@ def test_fan_out_time_tells_which(tb: TraceBuilder) -> None:
     run = load(tb)
     assert {(("V", 2), ("W1", 2)), (("V", 4), ("W2", 2))} <= pairs(run)
     assert run.matching.ambiguous == 0
+
+
+def _check(run, truth: dict[tuple[str, int], tuple[str, int]]) -> None:
+    """Every receive (role, clock) → its real send: a certain pair is the real one
+    or a later send of the same process with only sends (consecutive clocks)
+    between; an uncertain receive names the real one among its candidates."""
+    m = run.matching
+    key = {i: (run.processes[e.process].role, e.clock) for i, e in enumerate(m.events)}
+    certain = {key[r]: s for s, r in m.edges}
+    uncertain = {key[r]: {key[s] for chain in chains for s in chain} for r, chains in m.uncertain}
+    for recv, real in truth.items():
+        if recv in uncertain:
+            assert real in uncertain[recv]
+            continue
+        got = m.events[certain[recv]]
+        got_key = key[certain[recv]]
+        assert got_key[0] == real[0] and got_key[1] >= real[1], (recv, real, got_key)
+        between = [e for e in run.messages[got.process] if real[1] <= e.clock <= got_key[1]]
+        assert all(e.direction == "send" for e in between)
+        assert [e.clock for e in between] == list(range(real[1], got_key[1] + 1))
+
+
+@settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(st.lists(st.tuples(st.integers(0, 2), st.integers(0, 1), st.booleans(),
+                          st.integers(0, 60)), min_size=1, max_size=14),
+       st.booleans())
+def test_simulated_fan_out_and_fan_in(messages, fan_in) -> None:
+    """Messages (peer, look, a gap in the sender's clock before it, delay): fan-out
+    sends them from V to three receivers; fan-in from three senders to one sink.
+    Each peer's messages are read in order, never before they were sent."""
+    with tempfile.TemporaryDirectory() as tmp:
+        tb = TraceBuilder(Path(tmp) / "run")
+        hub = tb.process("V")
+        peers = [tb.process(f"W{i}") for i in range(3)]
+        channel = E if fan_in else F
+        clocks = {"V": 0, **{f"W{i}": 0 for i in range(3)}}
+        last_read = dict.fromkeys(range(3), 0)
+        truth: dict[tuple[str, int], tuple[str, int]] = {}
+        reads: list[tuple[int, int, int, tuple[str, int]]] = []  # (time, peer, fp, send)
+        for t, (peer, fp, gap, delay) in enumerate(messages, start=1):
+            sender = f"W{peer}" if fan_in else "V"
+            clocks[sender] += 2 if gap else 1  # a gap: something else was recorded
+            (peers[peer] if fan_in else hub).send(clocks[sender], "zmq", channel, fp=fp,
+                                                  t=10 * t)
+            read_at = max(10 * t + delay, last_read[peer] + 1)
+            last_read[peer] = read_at
+            reads.append((read_at, peer, fp, (sender, clocks[sender])))
+        for read_at, peer, fp, send in sorted(reads):
+            reader = "V" if fan_in else f"W{peer}"
+            clocks[reader] += 1
+            (hub if fan_in else peers[peer]).recv(clocks[reader], "zmq", channel, fp=fp,
+                                                  t=read_at)
+            truth[(reader, clocks[reader])] = send
+        _check(load(tb), truth)
