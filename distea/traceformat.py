@@ -57,7 +57,12 @@ Channel conventions (what SEND/RECV carry, per ``kind``):
   ``start`` is the message's index on that channel as counted by that end,
   ``end = start + 1``; ``meta["fp"]`` a payload fingerprint where both ends can
   compute it; ``meta["fanout"] = True`` on a send that many receivers get
-  (PUB/SUB, broadcast). LINK records tie two channel ends together. torch
+  (PUB/SUB, broadcast; a UDP broadcast or multicast is sent on ``*:PORT``);
+  ``meta["t"]`` a ``CLOCK_MONOTONIC`` reading in ns (``zmq``: before a send,
+  after a receive) or bracket ``[t0, t1]`` (``mp`` on pipes and socket
+  pairs); ``meta["sock"]``/``meta["multi"]`` (``zmq``) a process's second
+  socket of one name, a socket with several endpoints. LINK records tie two
+  channel ends together. torch
   collectives use ``channel = "GROUP:SEQ"`` with ``meta["op"]`` and
   ``meta["role"]`` (``"all"``, ``"root"``, ``"leaf"``).
 - Markers (``untrusted``): a SEND that is not a message. ``channel`` names a

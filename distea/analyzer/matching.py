@@ -32,6 +32,18 @@ Per kind:
   one end took turns; safely uncertain otherwise
   (:mod:`distea.analyzer.match_pipes`);
 - ``file``: by same-host real time, :mod:`distea.analyzer.match_files`;
+- ``mp`` on a pipe or socket pair shared by several processes (a queue),
+  where every event carries a ``CLOCK_MONOTONIC`` bracket, all on one host:
+  the k-th read in bracket order pairs with the k-th write, certain
+  (:mod:`distea.analyzer.match_queues` says when that is exact; otherwise
+  the rule below);
+- ``zmq`` fan-in (several sockets into one) and fan-out (one socket's messages
+  split among several), where every message carries its time: per-socket
+  FIFO, same-host ``CLOCK_MONOTONIC`` and fingerprints narrow each receive's
+  candidates (:mod:`distea.analyzer.match_zmq`; otherwise the rule below);
+- ``udp`` broadcasts and multicasts (channel ``*:PORT``): offered to every
+  UDP receive on that port, beside its unicast sends, then as below
+  (:mod:`distea.analyzer.match_broadcast`);
 - message kinds (``mp``, ``zmq``, ``udp``, ``unixgram`` and any kind not named
   here): per channel — a send on a LINKed end is received on the
   other end, otherwise the channel strings are equal — then per fingerprint
@@ -61,8 +73,10 @@ from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 
 from distea.analyzer import match_pipes
+from distea.analyzer.match_broadcast import Group, pair_port, port_of, split_broadcasts
 from distea.analyzer.match_files import KIND as FILE_KIND
 from distea.analyzer.match_files import match_files
+from distea.analyzer.match_queues import pairs_by_brackets
 from distea.analyzer.match_rpc import link_ray_dependencies, match_grpc, match_ray
 from distea.analyzer.match_unseen import (
     UNSEEN_KIND,
@@ -71,6 +85,7 @@ from distea.analyzer.match_unseen import (
     unseen_notes,
     unseen_why,
 )
+from distea.analyzer.match_zmq import pair_zmq
 from distea.model import ChannelLink, MessageEvent, ProcessInfo
 
 STREAM_KINDS = frozenset({"tcp", "unix", "ssl"})
@@ -195,6 +210,8 @@ def match(
     unknown: set[str] = set()
     routed: list[tuple[str, str, list[int], list[int]]] = []
     files: list[tuple[list[int], list[int]]] = []
+    broadcasts = split_broadcasts(groups)
+    on_port: dict[str, list[Group]] = defaultdict(list)  # UDP groups a broadcast reaches
     for (kind, channel), (sends, recvs) in groups.items():
         if kind == FILE_KIND:
             files.append((sends, recvs))  # all at once: reads pair across identities by path
@@ -209,7 +226,13 @@ def match(
         if kind == "zmq" and any(_peer(events[s]) for s in sends):
             routed.append((kind, channel, sends, recvs))  # after the peers are known
             continue
-        _count(m, kind, sends, recvs, _match_group(m, kind, sends, recvs, started, unknown))
+        if broadcasts and kind == "udp" and port_of(channel) in broadcasts:
+            on_port[port_of(channel)].append((sends, recvs))
+            continue
+        _count(m, kind, sends, recvs,
+               _match_group(m, kind, sends, recvs, started, unknown, processes))
+    for port, sent in broadcasts.items():
+        _match_broadcasts(m, sent, on_port[port])
     peers = _learn_peers(m) if routed else {}
     for kind, channel, sends, recvs in routed:
         result = _Result()
@@ -241,9 +264,14 @@ def match(
 
 
 def _match_group(m: Matching, kind: str, sends: list[int], recvs: list[int],
-                 started: Mapping[str, int], unknown: set[str]) -> _Result:
+                 started: Mapping[str, int], unknown: set[str],
+                 processes: Mapping[str, ProcessInfo] | None) -> _Result:
     result = _Result()
-    if kind in STREAM_KINDS:
+    if kind == "mp" and _match_queue(m, sends, recvs, result, processes):
+        pass  # a shared queue, in the pipe's own order (match_queues.py)
+    elif kind == "zmq" and _match_zmq(m, sends, recvs, result, processes):
+        pass  # fan-in or fan-out (match_zmq.py)
+    elif kind in STREAM_KINDS:
         _match_stream(m, sends, recvs, result)
     elif kind == match_pipes.KIND:
         piped = match_pipes.match_pipe(m, sends, recvs)
@@ -264,6 +292,16 @@ def _match_group(m: Matching, kind: str, sends: list[int], recvs: list[int],
             unknown.add(kind)
         _match_messages(m, kind, sends, recvs, result)
     return result
+
+
+def _match_broadcasts(m: Matching, broadcast: list[int], groups: list[Group]) -> None:
+    """One UDP port: its broadcasts offered to each receive group on it (match_broadcast.py)."""
+    result = _Result()
+    unread = pair_port(m.edges, m.uncertain, broadcast, groups,
+                       lambda sends, recvs: _match_messages(m, "udp", sends, recvs, result))
+    result.unmatched_sends = unread
+    _count(m, "udp", broadcast + [s for sends, _ in groups for s in sends],
+           [r for _, recvs in groups for r in recvs], result)
 
 
 def _count(m: Matching, kind: str, sends: list[int], recvs: list[int], result: _Result) -> None:
@@ -531,6 +569,32 @@ def _match_collective(m: Matching, sends: list[int], recvs: list[int], out: _Res
 
 
 # -- message channels --------------------------------------------------------
+
+
+def _match_zmq(m: Matching, sends: list[int], recvs: list[int], out: _Result,
+               processes: Mapping[str, ProcessInfo] | None) -> bool:
+    """A ZeroMQ fan-in or fan-out, by per-socket FIFO, time and fingerprints."""
+    found = pair_zmq(m, sends, recvs, processes)
+    if found is None:
+        return False
+    m.edges.extend(found.edges)
+    m.uncertain.extend(found.uncertain)
+    out.matched += len(found.edges)
+    out.ambiguous += len(found.uncertain)
+    out.unmatched_sends += found.unmatched_sends
+    return True
+
+
+def _match_queue(m: Matching, sends: list[int], recvs: list[int], out: _Result,
+                 processes: Mapping[str, ProcessInfo] | None) -> bool:
+    """A multiprocessing pipe paired k-th read to k-th write, where that is exact."""
+    pairs = pairs_by_brackets(m.events, m.proc_of, m.process_keys, sends, recvs, processes)
+    if pairs is None:
+        return False
+    m.edges.extend(pairs)
+    out.matched += len(pairs)
+    out.unmatched_sends += len(sends) - len(pairs)
+    return True
 
 
 def _match_messages(

@@ -267,10 +267,13 @@ if __name__ == "__main__":
 
 
 def test_identical_payloads_from_two_senders_are_safe(program) -> None:
+    """One queue: paired in the pipe's order (match_queues.py), one read per sender."""
     script = program("mp_ambiguous.py", AMBIGUOUS)
     traced = run_both(script)
     counts = traced.run.matching.by_kind["mp"]
-    assert counts.ambiguous == 2 and counts.external == 0
+    assert counts.ambiguous == 0 and counts.external == 0
+    senders = {traced.role(send) for send, _ in traced.edges("mp")}
+    assert len(senders) == 2
     for query in ("mp_ambiguous.before_send_a", "mp_ambiguous.before_send_b"):
         assert "mp_ambiguous.after_recv" in traced.impacted(query)
 

@@ -326,6 +326,8 @@ def test_identical_messages_from_two_pushers_are_safe(program) -> None:
     script = program("zmq_ambiguous.py", AMBIGUOUS)
     traced = run_both(script)
     counts = traced.run.matching.by_kind["zmq"]
-    assert counts.ambiguous == 2 and counts.external == 0
+    # certain only where the clock shows one push came after the first receive
+    # (match_zmq.py); which it is depends on timing
+    assert counts.matched + counts.ambiguous == 2 and counts.external == 0
     for query in ("zmq_ambiguous.before_send_a", "zmq_ambiguous.before_send_b"):
         assert "zmq_ambiguous.after_recv" in traced.impacted(query)

@@ -13,6 +13,14 @@ so that the loopback, the wildcard and this host's primary address are one
 name (:func:`canonical_host`), and Unix paths are made absolute.
 ``meta["fp"]`` is the payload's length and CRC-32.
 
+Broadcast and multicast: a datagram sent to ``255.255.255.255`` (or
+``<broadcast>``), to a ``*.255`` address from a socket with ``SO_BROADCAST``
+set (a subnet's or loopback's broadcast address), or to an IPv4/IPv6
+multicast group arrives at every socket bound to that port, which names
+itself by its own address. Such a send is written on channel ``*:PORT``
+with ``meta["fanout"] = True``, and the analyzer offers it to every UDP
+receive on that port (:mod:`distea.analyzer.match_broadcast`).
+
 Socket pairs: every ``socket.socketpair()`` writes a LINK record
 (``HOST:sock:INODE`` of each end) where it is created; both the stream
 channel and multiprocessing name a socket-pair end that way, so the analyzer
@@ -89,6 +97,27 @@ def _peer(sock: socket.socket) -> Any:
         return None
 
 
+BROADCAST_PREFIX = "*:"
+
+
+def _broadcast_name(sock: socket.socket, addr: Any) -> str | None:
+    """``*:PORT`` for a datagram that every socket bound to PORT may receive, else None.
+
+    Multicast groups are 224.0.0.0/4 and ff00::/8; a ``*.255`` address is a
+    broadcast only if the socket may broadcast (``SO_BROADCAST``, asked only then).
+    """
+    host = str(addr[0]).strip("[]")
+    if host in ("255.255.255.255", "<broadcast>") or (":" in host and
+                                                      host.lower().startswith("ff")):
+        return f"{BROADCAST_PREFIX}{addr[1]}"
+    first = host.split(".", 1)[0]
+    if first.isdigit() and 224 <= int(first) <= 239 and host.count(".") == 3:
+        return f"{BROADCAST_PREFIX}{addr[1]}"
+    if host.endswith(".255") and sock.getsockopt(socket.SOL_SOCKET, socket.SO_BROADCAST):
+        return f"{BROADCAST_PREFIX}{addr[1]}"
+    return None
+
+
 class DatagramChannel:
     def __init__(self) -> None:
         self.patches = Patches()
@@ -156,7 +185,8 @@ class DatagramChannel:
             return None
         channel = self._pair_end(sock) if dst is None else None
         if channel is None:
-            channel = self._name(kind, dst if dst is not None else sock.getpeername())
+            addr = dst if dst is not None else sock.getpeername()
+            channel = (kind == "udp" and _broadcast_name(sock, addr)) or self._name(kind, addr)
         return kind, channel, stamp if stamp is not None else self.session.stamp()
 
     def _commit_send(self, sock: socket.socket, prepared: tuple[str, str, tuple[int, int]],
@@ -165,6 +195,8 @@ class DatagramChannel:
         meta: dict[str, Any] = {"fp": fingerprint(payload)}
         with contextlib.suppress(OSError):
             meta["src"] = self._name(kind, sock.getsockname())
+        if channel.startswith(BROADCAST_PREFIX):
+            meta["fanout"] = True
         index = self._next(channel, 0)
         if self.session is not None:
             self.session.send(kind, channel, index, index + 1, meta, stamp=reserved)

@@ -31,6 +31,17 @@ the routing id (first frame, hex): a reply sent to peer X goes to the
 process whose request the ROUTER received from X, which lets an analyzer
 tell apart replies that share a fingerprint.
 
+Fan-out and fan-in (several PULLs behind one PUSH, several REQs before one
+ROUTER) are paired with what else both ends can see
+(:mod:`distea.analyzer.match_zmq`): ``meta["t"]`` is a ``time.monotonic_ns()``
+reading, taken just before a send hands its last frame over and just after a
+receive got its last frame (a message cannot be received before it was sent,
+and on one host that clock is one for every process); ``meta["sock"]`` numbers
+a second, third... socket of this process with the same channel name (the
+first has none), so each socket's messages stay one FIFO stream; and
+``meta["multi"]`` marks a socket with more than one endpoint, whose messages
+may go to peers the channel name does not tell.
+
 A send's clock is taken before the frame is handed over and its record
 written after success (``session.stamp()``, then ``session.send(...,
 stamp=)``): threads of one process talking over ``inproc://`` keep each
@@ -43,7 +54,7 @@ Never traced: the tracer's own emitter socket, and monitor sockets
 from __future__ import annotations
 
 import os
-from time import monotonic
+from time import monotonic, monotonic_ns
 from typing import Any
 from zlib import crc32
 
@@ -123,7 +134,9 @@ def _next_received(state: _SocketState, fingerprint: int) -> tuple[str, int, int
                                                                   dict[str, Any]]:
     """``session.recv``'s arguments after ``KIND`` for a whole message received
     on a socket with channels (its last frame's ``fingerprint``)."""
-    meta: dict[str, Any] = {"fp": fingerprint}
+    meta: dict[str, Any] = {"fp": fingerprint, "t": monotonic_ns()}
+    if state.extra:
+        meta.update(state.extra)
     if state.router:
         meta["peer"], state.recv_peer = state.recv_peer, None
     index = state.received
@@ -140,8 +153,8 @@ def _peer_id(frame: Any) -> str:
 class _SocketState:
     """What one libzmq socket has bound and connected, and its message counts."""
 
-    __slots__ = ("bound", "channels", "connected", "fanout", "received", "recv_peer", "router",
-                 "send_peer", "sent")
+    __slots__ = ("bound", "channels", "connected", "extra", "fanout", "received", "recv_peer",
+                 "router", "send_peer", "sent", "serial")
 
     def __init__(self, socket_type: int) -> None:
         self.bound: list[str] = []
@@ -155,14 +168,27 @@ class _SocketState:
         self.received = 0
         self.channels: tuple[str, str] | None = None
         """(send channel, receive channel); None before any bind/connect."""
+        self.serial = 0
+        """This socket's number among the process's sockets with its channel names."""
+        self.extra: dict[str, Any] = {}
+        """``meta`` items every message of this socket carries (``sock``, ``multi``)."""
 
-    def add(self, endpoint: str, binding: bool) -> None:
+    def add(self, endpoint: str, binding: bool, serials: dict[str, int]) -> None:
+        """One more endpoint; ``serials`` counts this process's sockets per name."""
         (self.bound if binding else self.connected).append(endpoint)
         if self.bound:
-            self.channels = (f"{self.bound[0]} bind>connect", f"{self.bound[0]} connect>bind")
+            channels = (f"{self.bound[0]} bind>connect", f"{self.bound[0]} connect>bind")
         else:
-            self.channels = (f"{self.connected[0]} connect>bind",
-                             f"{self.connected[0]} bind>connect")
+            channels = (f"{self.connected[0]} connect>bind", f"{self.connected[0]} bind>connect")
+        if channels != self.channels:
+            self.channels = channels
+            self.serial = serials.get(channels[0], 0)
+            serials[channels[0]] = self.serial + 1
+        self.extra = {}
+        if self.serial:
+            self.extra["sock"] = self.serial
+        if len(self.bound) + len(self.connected) > 1:
+            self.extra["multi"] = True
 
 
 class ZmqChannel:
@@ -171,6 +197,8 @@ class ZmqChannel:
         self.states: dict[int, _SocketState] = {}
         """libzmq socket address (``Socket.underlying``) → state; shadows share it."""
         self.ignored: set[int] = set()
+        self.serials: dict[str, int] = {}
+        """Send channel name → how many sockets of this process took it (``meta["sock"]``)."""
         self.session: TracerSession | None = None
 
     def install(self, session: TracerSession) -> None:
@@ -228,7 +256,7 @@ class ZmqChannel:
                         state = channel.states.get(address)
                         if state is None:
                             state = channel.states[address] = _SocketState(sock.get(zmq.TYPE))
-                        state.add(normalise_endpoint(text), binding)
+                        state.add(normalise_endpoint(text), binding, channel.serials)
             except Exception:
                 channel._error()
             return result
@@ -303,6 +331,7 @@ class ZmqChannel:
                     taken = session.stamp()
             except Exception:
                 channel._error()
+            t = monotonic_ns()
             result = original(sock, data, flags, *args, **kwargs)
             if taken is not None and session is not None:
                 try:
@@ -310,7 +339,9 @@ class ZmqChannel:
                     if channels is not None:
                         meta: dict[str, Any] = {"fp": (len(data) << 32) | crc32(data)
                                                 if type(data) is bytes
-                                                else frame_fingerprint(data)}
+                                                else frame_fingerprint(data), "t": t}
+                        if state.extra:  # type: ignore[union-attr]
+                            meta.update(state.extra)  # type: ignore[union-attr]
                         if state.fanout:  # type: ignore[union-attr]
                             meta["fanout"] = True
                         if state.router:  # type: ignore[union-attr]
