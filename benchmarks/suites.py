@@ -39,6 +39,7 @@ from pathlib import Path
 
 from benchmarks.workloads.tools import _bin
 from distea.analyzer.match_unseen import UNSEEN_KIND
+from distea.analyzer.matching import STREAM_KINDS
 from distea.analyzer.run import Run
 
 TIMEOUT_S = 1800
@@ -212,8 +213,11 @@ def external_reasons(run: Run) -> Counter[str]:
             why = "the process left no exit record (killed, or its last records lost)"
         elif r in order.demoted_receives:
             why = "pairing demoted (closed a cycle), no earlier send"
-        elif (ev.kind, ev.channel) in sent_on:
+        elif (ev.kind, ev.channel) in sent_on and ev.kind in STREAM_KINDS | {"pipe"}:
             why = "bytes beyond the recorded sends (unseen write or lost records)"
+        elif (ev.kind, ev.channel) in sent_on:
+            why = "more receives than recorded sends (a sender in C, such as a ZeroMQ " \
+                "proxy or socket monitor, or lost records)"
         elif any((kind, ev.channel) in sent_on for kind in LAYERS.get(ev.kind, ())):
             why = "the sender recorded this connection in another layer (TLS)"
         else:

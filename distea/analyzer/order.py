@@ -236,7 +236,7 @@ def compute_order(m: Matching, *, strict: bool = False) -> Order:
     First the certain edges and hubs alone are swept. A cycle among them (a
     receive paired with a send that the recorded order puts after it) is
     broken by demoting one of its pairings (:func:`_weakest`) to an uncertain
-    receive (:func:`_demoted_candidates`); ``strict`` raises
+    receive (:func:`_demote`); ``strict`` raises
     :class:`OrderCycleError` instead, which tests use as an assertion. Then,
     if there are uncertain receives, the full sweep orders them.
     """
@@ -303,12 +303,17 @@ def _demote(m: Matching, demoted: list[tuple[int, int]],
             by_proc.setdefault(proc_of[x], []).append(x)
         chains.setdefault(r, []).extend(tuple(sorted(c)) for c in by_proc.values())
     gone = set(demoted)
-    for s, r in gone:
+    senders = {proc_of[s] for s, _ in gone}
+    on_channel: dict[tuple[int, str, str], list[int]] = {}  # sends per process and channel
+    for p in senders:
+        for i in m.events_of(p):
+            ev = events[i]
+            if ev.direction == "send":
+                on_channel.setdefault((p, ev.kind, ev.channel), []).append(i)
+    for s, r in dict.fromkeys(demoted):  # in order, once each
         ev = events[s]
-        chain = tuple(i for i in m.events_of(proc_of[s]) if i <= s
-                      and events[i].direction == "send" and events[i].kind == ev.kind
-                      and events[i].channel == ev.channel)
-        chains.setdefault(r, []).append(chain)
+        sends = on_channel[(proc_of[s], ev.kind, ev.channel)]
+        chains.setdefault(r, []).append(tuple(sends[:bisect_right(sends, s)]))
     hubs = [(sends, tuple(x for x in recvs if x not in hub_loss.get(h, ())))
             for h, (sends, recvs) in enumerate(m.hubs)]
     return replace(m, edges=[e for e in m.edges if e not in gone], hubs=hubs,
