@@ -1,40 +1,57 @@
 """torch.distributed: collectives and point-to-point, sync and async.
 
 Installed by a post-import hook the moment ``torch.distributed`` finishes
-importing (a program without torch pays one dict lookup per import). The
-public functions are replaced in both ``torch.distributed`` and
-``torch.distributed.distributed_c10d`` by the same wrapper, so
-``P2POp(dist.isend, ...)`` (checked against the c10d name) keeps working.
+importing (a program without torch pays one dict lookup per import).
+
+Where torch runs process-group hooks (``ProcessGroup.register_pre_hook``),
+every operation of every group is recorded from the group's pre-hook
+(:mod:`distea.tracer.channels.torch_groups`): Python calls, DDP's C++
+reducer, FSDP2, functional collectives and DTensor alike. The public
+functions are still wrapped (in both ``torch.distributed`` and
+``torch.distributed.distributed_c10d``, so ``P2POp(dist.isend, ...)`` keeps
+working) for what only the Python call knows: that the caller will wait for
+the result (``async_op=True``) and point-to-point tags. Where a group has no
+hooks (an older torch), the wrappers record the collectives themselves and
+the group's sequence number tells how many operations they missed.
 
 Collectives (kind ``torch``, ``meta["op"]``, ``meta["role"]``): every rank
 calls the collectives of a group in the same order, so each process keeps a
 counter per group and names the n-th collective ``"GROUP:n"`` (``GROUP`` is
-``WORLD`` for the default group, else the group's name, else its ranks).
-Roles follow the data: ``all`` (all_reduce, all_gather*, reduce_scatter*,
-all_to_all*, barrier: each rank sends and receives), ``root``/``leaf`` for
-one-to-all (broadcast*, scatter*: the root sends, the leaves receive) and
-all-to-one (reduce, gather*: the leaves send, the root receives). The
-analyzer puts every send of a ``GROUP:n`` before every receive of it.
+the group's ``group_name`` where it is hooked, else ``WORLD`` for the
+default group, else the group's name, else its ranks). Roles follow the
+data: ``all`` (all_reduce, all_gather*, reduce_scatter*, all_to_all*,
+barrier: each rank sends and receives), ``root``/``leaf`` for one-to-all
+(broadcast*, scatter*: the root sends, the leaves receive) and all-to-one
+(reduce, gather*: the leaves send, the root receives). The analyzer puts
+every send of a ``GROUP:n`` before every receive of it.
 
 Point-to-point (``send``/``isend``/``recv``/``irecv``/``batch_isend_irecv``,
-no role): channel ``"p2p:GROUP:SRC>DST:TAG"`` with global ranks, in order.
+no role): channel ``"p2p:GROUP:SRC>DST:TAG"`` with global ranks, in order;
+issued from C++ (no Python call around it), the tag is taken as 0.
 
-The send side is recorded once the call has returned (the contribution is
-handed over); the receive side when the data is there: at return for a
-synchronous call, at the first ``Work.wait()`` for ``async_op=True`` and
-``i*`` calls. Where ``Work.wait`` cannot be patched, or more than
-``MAX_PENDING`` handles are never waited for, the receive is recorded
-early, which only adds order (safe). Calls that torch makes from inside a
-wrapped call (``all_gather_object`` runs ``all_gather``) are not counted
-again: every rank makes the same nested calls, so counts stay aligned.
+Order: the send is recorded when the operation is issued (the contribution
+is handed over). The receive, when the data can be there: at return for a
+synchronous Python call, at the first ``Work.wait()`` for ``async_op=True``
+and ``i*`` calls; for work issued from C++ (DDP's gradient buckets, which
+the reducer waits for in C++) at issue, the earliest the data can arrive,
+which only adds order (safe). Where ``Work.wait`` cannot be patched, or
+more than ``MAX_PENDING`` handles are never waited for, the receive is
+recorded without waiting. Calls that torch makes from inside a wrapped call
+(``all_gather_object`` runs ``all_gather``) are not named again: every rank
+makes the same nested calls, so counts stay aligned.
 
-Not seen: collectives issued from C++ (DistributedDataParallel's gradient
-buckets, ``_broadcast_coalesced``), the store used for rendezvous, and
-completion observed only through ``Work.is_completed``/``get_future``.
+Never silent: before a group is destroyed and at exit, each group's
+sequence number is compared with what was recorded; operations nobody saw
+are recorded as an ``unseen`` collective on ``"GROUP:unseen"`` (every rank
+sends and receives: safe order at the point they were found) whose
+``meta["unseen"]`` and ``meta["what"]`` the analyzer turns into a problem
+line. ``torch.distributed.rpc`` (its messages move in C++, TensorPipe) is
+reported the same way once ``init_rpc`` returns.
 """
 
 from __future__ import annotations
 
+import atexit
 import threading
 from collections import OrderedDict, defaultdict
 from collections.abc import Callable
@@ -43,10 +60,12 @@ from typing import Any
 
 from distea.tracer.channels.importhooks import IMPORT_HOOKS
 from distea.tracer.channels.patching import Patches
+from distea.tracer.channels.torch_groups import HOOK_RULES, GroupHooks, GroupState
 from distea.tracer.session import TracerSession
 
 KIND = "torch"
 MODULE = "torch.distributed"
+RPC_MODULE = "torch.distributed.rpc"
 MAX_PENDING = 4096
 
 ALL, ROOT_SRC, ROOT_DST = "all", "src", "dst"
@@ -58,9 +77,13 @@ COLLECTIVES: dict[str, str] = {
     "_all_gather_base": ALL,
     "all_gather_coalesced": ALL,
     "all_gather_object": ALL,
+    "all_gather_single": ALL,
+    "all_gather_single_coalesced": ALL,
     "reduce_scatter": ALL,
     "reduce_scatter_tensor": ALL,
     "_reduce_scatter_base": ALL,
+    "reduce_scatter_single": ALL,
+    "reduce_scatter_single_coalesced": ALL,
     "all_to_all": ALL,
     "all_to_all_single": ALL,
     "barrier": ALL,
@@ -72,6 +95,8 @@ COLLECTIVES: dict[str, str] = {
     "reduce": ROOT_DST,
     "gather": ROOT_DST,
     "gather_object": ROOT_DST,
+    "gather_into_tensor": ROOT_DST,
+    "gather_single": ROOT_DST,
 }
 POINT_TO_POINT: dict[str, str] = {"send": "send", "isend": "send", "recv": "recv",
                                   "irecv": "recv"}
@@ -116,13 +141,23 @@ class TorchDistributedChannel:
         self._restore_wait: tuple[type, Any] | None = None
         self.session: TracerSession | None = None
         self.dist: Any = None
+        self.hooks = GroupHooks(self._record_hooked, self._error)
+        self.python_ops: defaultdict[str, int] = defaultdict(int)
+        """Operations recorded by the wrappers on groups without hooks, per group."""
+        self.atexit_registered = False
 
     def install(self, session: TracerSession) -> None:
         self.session = session
         IMPORT_HOOKS.when_imported(MODULE, self._on_import)
+        IMPORT_HOOKS.when_imported(RPC_MODULE, self._on_rpc_import)
 
     def uninstall(self) -> None:
         IMPORT_HOOKS.forget(MODULE)
+        IMPORT_HOOKS.forget(RPC_MODULE)
+        if self.atexit_registered:
+            atexit.unregister(self.report_unseen)
+            self.atexit_registered = False
+        self.hooks.detach_all()
         self.patches.restore()
         if self._restore_wait is not None:
             work, raw = self._restore_wait
@@ -140,6 +175,12 @@ class TorchDistributedChannel:
             if self.session is not None:
                 self.session.errors += 1
 
+    def _on_rpc_import(self, module: ModuleType) -> None:
+        try:
+            self._wrap([module], "init_rpc", self._init_rpc_wrapper, "")
+        except Exception:
+            self._error()
+
     # -- patching -------------------------------------------------------------------
 
     def patch_module(self, dist: Any) -> None:
@@ -156,6 +197,13 @@ class TorchDistributedChannel:
         for name, direction in POINT_TO_POINT.items():
             self._wrap(owners, name, self._p2p_wrapper, direction)
         self._wrap(owners, "batch_isend_irecv", self._batch_wrapper, "")
+        if c10d is not None:
+            # Every group torch creates is registered here (by module global lookup).
+            self._wrap([c10d], "_register_process_group", self._register_wrapper, "")
+        self._wrap(owners, "destroy_process_group", self._destroy_wrapper, "")
+        if not self.atexit_registered:
+            atexit.register(self.report_unseen)  # after the session's: runs before it ends
+            self.atexit_registered = True
         work = getattr(dist, "Work", None)
         if work is None and c10d is not None:
             work = getattr(c10d, "Work", None)
@@ -198,13 +246,21 @@ class TorchDistributedChannel:
 
     def _outermost(self, original: Callable[..., Any], args: tuple[Any, ...],
                    kwargs: dict[str, Any]) -> tuple[bool, Any]:
-        """Run ``original``; True if this was not nested in another wrapped call."""
+        """Run ``original``; True if this was not nested in another wrapped call.
+
+        While the outermost call runs, the receives that group hooks record
+        wait in ``guard.hooked``; the caller settles them when it returns.
+        """
         guard = self.guard
         if getattr(guard, "inside", False):
             return False, original(*args, **kwargs)
         guard.inside = True
+        guard.hooked = []
         try:
             return True, original(*args, **kwargs)
+        except BaseException:
+            self._emit_recvs(guard.hooked)  # issued before it failed: order is safe
+            raise
         finally:
             guard.inside = False
 
@@ -214,14 +270,171 @@ class TorchDistributedChannel:
 
         def collective(*args: Any, **kwargs: Any) -> Any:
             outermost, result = self._outermost(original, args, kwargs)
-            if outermost:
-                try:
-                    self._record_collective(op, rule, call.bind(args, kwargs), result)
-                except Exception:
-                    self._error()
+            try:
+                bound = call.bind(args, kwargs)
+                state = self.hooks.state_of(self._group_object(bound.get("group")))
+                if state is not None and state.attached:
+                    if outermost:
+                        self._settle(bool(bound.get("async_op")), result)
+                elif outermost:
+                    self._record_collective(op, rule, bound, result)
+                else:
+                    self.python_ops[self.group_name(bound.get("group"))] += 1
+            except Exception:
+                self._error()
             return result
 
         return collective
+
+    def _settle(self, asynchronous: bool, result: Any) -> None:
+        """The receives hooks recorded inside a Python call: now, or at its wait()."""
+        recvs = self.guard.hooked
+        self.guard.hooked = []
+        if asynchronous and result is not None:
+            self._defer(result, recvs)
+        else:
+            self._emit_recvs(recvs)
+
+    def _group_object(self, group: Any) -> Any:
+        if group is not None:
+            return group
+        c10d = getattr(self.dist, "distributed_c10d", self.dist)
+        member = getattr(c10d, "GroupMember", None)
+        return getattr(member, "WORLD", None)
+
+    def _register_wrapper(self, op: str, original: Callable[..., Any],
+                          how: str) -> Callable[..., Any]:
+        def register_process_group(*args: Any, **kwargs: Any) -> Any:
+            result = original(*args, **kwargs)
+            try:
+                self.attach_groups()
+            except Exception:
+                self._error()
+            return result
+
+        return register_process_group
+
+    def _destroy_wrapper(self, op: str, original: Callable[..., Any],
+                         how: str) -> Callable[..., Any]:
+        def destroy_process_group(*args: Any, **kwargs: Any) -> Any:
+            self.report_unseen()
+            return original(*args, **kwargs)
+
+        return destroy_process_group
+
+    def _init_rpc_wrapper(self, op: str, original: Callable[..., Any],
+                          how: str) -> Callable[..., Any]:
+        def init_rpc(*args: Any, **kwargs: Any) -> Any:
+            result = original(*args, **kwargs)
+            try:
+                self._record_unseen("rpc", 1, "torch.distributed.rpc calls (rpc_sync, "
+                                    "rpc_async, remote, RRef fetches) are not recorded")
+            except Exception:
+                self._error()
+            return result
+
+        return init_rpc
+
+    # -- process groups: hooks and what they could not see ----------------------------
+
+    def attach_groups(self) -> None:
+        """Hook every process group torch knows that is not hooked yet."""
+        c10d = getattr(self.dist, "distributed_c10d", self.dist)
+        world = getattr(c10d, "_world", None)
+        pg_map = getattr(world, "pg_map", None)
+        if not pg_map:
+            return
+        for group in list(pg_map):
+            if self.hooks.state_of(group) is None:
+                self.hooks.attach(group, self._hooked_name(group))
+
+    def _hooked_name(self, group: Any) -> str:
+        if getattr(group, "register_pre_hook", None) is None:
+            return self.group_name(group)  # the wrappers record it: their name
+        try:
+            name = group.group_name
+        except Exception:
+            name = None
+        return str(name) if name else self.group_name(group)
+
+    def report_unseen(self) -> None:
+        """Record, per group, the operations that it issued and nothing recorded."""
+        session = self.session
+        if session is None or session.finished or self.dist is None:
+            return
+        try:
+            while self.pending:  # handles never waited for: their data is surely there now
+                _, (_, recvs) = self.pending.popitem(last=False)
+                self._emit_recvs(recvs)
+            self.attach_groups()
+            for state in list(self.hooks.states.values()):
+                missing = self.hooks.unseen(state, self.python_ops[state.name])
+                if missing:
+                    how = ("no hook ran for them" if state.attached else
+                           "this torch runs no process-group hooks; only Python calls "
+                           "of torch.distributed were seen (not DDP's reducer, FSDP, "
+                           "functional collectives or DTensor)")
+                    self._record_unseen(state.name, missing,
+                                        f"{missing} operations on process group "
+                                        f"{state.name} were not seen ({how})")
+        except Exception:
+            self._error()
+
+    def _record_unseen(self, name: str, count: int, what: str) -> None:
+        session = self.session
+        if session is None or session.finished:
+            return
+        meta = {"op": "unseen", "role": "all", "unseen": count, "what": what}
+        channel = f"{name}:unseen"
+        session.send(KIND, channel, 0, 1, meta)
+        session.recv(KIND, channel, 0, 1, meta)
+
+    def _record_hooked(self, state: GroupState, op: str, root: Any) -> None:
+        """One operation issued on a hooked group (called from its pre-hook)."""
+        session = self.session
+        if session is None or session.finished:
+            return
+        rule = HOOK_RULES.get(op, ALL)
+        guard = self.guard
+        inside = getattr(guard, "inside", False)
+        group = state.group()
+        if rule == "send" or rule == "recv":
+            if not inside:  # from C++: no tag known; a Python call records its own
+                self._record_hooked_p2p(group, rule, int(root))
+            return
+        name = state.name
+        seq = self.sequence[name]
+        self.sequence[name] = seq + 1
+        channel = f"{name}:{seq}"
+        meta_op = op.lower()
+        sends: str | None
+        recv_role: str | None
+        if rule == ALL or group is None:
+            sends, recv_role = "all", "all"
+        elif int(root) == group.rank():
+            sends, recv_role = ("root", None) if rule == ROOT_SRC else (None, "root")
+        else:
+            sends, recv_role = (None, "leaf") if rule == ROOT_SRC else ("leaf", None)
+        if sends is not None:
+            session.send(KIND, channel, 0, 1, {"op": meta_op, "role": sends})
+        if recv_role is not None:
+            recv = (channel, "", {"op": meta_op, "role": recv_role})
+            if inside:
+                guard.hooked.append(recv)
+            else:
+                self._emit_recvs([recv])
+
+    def _record_hooked_p2p(self, group: Any, direction: str, peer: int) -> None:
+        session = self.session
+        assert session is not None
+        me = self._rank()
+        if direction == "send":
+            channel = self._p2p_channel(group, me, self._global(group, peer), 0)
+            index = self._next(channel, 0)
+            session.send(KIND, channel, index, index + 1, {"op": "send"})
+            return
+        src: Any = "*" if peer < 0 else self._global(group, peer)
+        self._emit_recvs([(self._p2p_channel(group, src, me, 0), "p2p", {"op": "recv"})])
 
     def _p2p_wrapper(self, op: str, original: Callable[..., Any],
                      direction: str) -> Callable[..., Any]:
@@ -278,6 +491,9 @@ class TorchDistributedChannel:
 
     def group_name(self, group: Any) -> str:
         """The same name for one group in every rank."""
+        state = self.hooks.state_of(self._group_object(group))
+        if state is not None:
+            return state.name
         if group is None:
             return "WORLD"
         dist = self.dist
@@ -325,6 +541,7 @@ class TorchDistributedChannel:
         if session is None or session.finished:
             return
         name = self.group_name(bound.get("group"))
+        self.python_ops[name] += 1
         seq = self.sequence[name]
         self.sequence[name] = seq + 1
         channel = f"{name}:{seq}"
@@ -353,6 +570,7 @@ class TorchDistributedChannel:
         if session is None or session.finished:
             return
         group = bound.get("group")
+        self._count_python(group)
         me = self._rank()
         if direction == "send":
             peer = bound.get("dst")
@@ -382,6 +600,7 @@ class TorchDistributedChannel:
             function = getattr(p2p, "op", None)
             name = getattr(function, "__name__", "")
             group, tag, peer = getattr(p2p, "group", None), getattr(p2p, "tag", 0), p2p.peer
+            self._count_python(group)
             if name == "isend":
                 channel = self._p2p_channel(group, me, peer, tag)
                 index = self._next(channel, 0)
@@ -400,6 +619,12 @@ class TorchDistributedChannel:
         shared: list[tuple[str, str, dict[str, Any]]] = recvs
         for handle in handles:
             self._defer(handle, shared)
+
+    def _count_python(self, group: Any) -> None:
+        """One operation recorded by a wrapper: counted where no hook counts it."""
+        state = self.hooks.state_of(self._group_object(group))
+        if state is None or not state.attached:
+            self.python_ops[self.group_name(group)] += 1
 
     def _next(self, channel: str, slot: int) -> int:
         key = (channel, slot)
