@@ -49,6 +49,7 @@ from collections import defaultdict
 from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 
+from distea.analyzer.match_torch import unseen_notes
 from distea.model import ChannelLink, MessageEvent, ProcessInfo
 
 STREAM_KINDS = frozenset({"tcp", "unix", "ssl"})
@@ -192,6 +193,8 @@ def match(
     for kind in sorted(unknown):
         m.notes.append(f"channel kind {kind!r} is unknown to this analyzer; "
                        "paired as a message channel (FIFO per sender)")
+    if "torch" in m.by_kind:
+        m.notes.extend(unseen_notes(m, processes))
     return m
 
 

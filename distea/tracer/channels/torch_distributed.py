@@ -245,7 +245,7 @@ class TorchDistributedChannel:
                 self.patches.replace(owner, name, wrapper)
 
     def _outermost(self, original: Callable[..., Any], args: tuple[Any, ...],
-                   kwargs: dict[str, Any]) -> tuple[bool, Any]:
+                   kwargs: dict[str, Any], op: str) -> tuple[bool, Any]:
         """Run ``original``; True if this was not nested in another wrapped call.
 
         While the outermost call runs, the receives that group hooks record
@@ -256,6 +256,7 @@ class TorchDistributedChannel:
             return False, original(*args, **kwargs)
         guard.inside = True
         guard.hooked = []
+        guard.op = op  # names what hooks record inside: the function the program called
         try:
             return True, original(*args, **kwargs)
         except BaseException:
@@ -269,7 +270,7 @@ class TorchDistributedChannel:
         call = _Call(original)
 
         def collective(*args: Any, **kwargs: Any) -> Any:
-            outermost, result = self._outermost(original, args, kwargs)
+            outermost, result = self._outermost(original, args, kwargs, op)
             try:
                 bound = call.bind(args, kwargs)
                 state = self.hooks.state_of(self._group_object(bound.get("group")))
@@ -346,16 +347,15 @@ class TorchDistributedChannel:
             return
         for group in list(pg_map):
             if self.hooks.state_of(group) is None:
-                self.hooks.attach(group, self._hooked_name(group))
+                self.hooks.attach(group, "")
 
-    def _hooked_name(self, group: Any) -> str:
-        if getattr(group, "register_pre_hook", None) is None:
-            return self.group_name(group)  # the wrappers record it: their name
-        try:
-            name = group.group_name
-        except Exception:
-            name = None
-        return str(name) if name else self.group_name(group)
+    def _name_of(self, state: GroupState) -> str:
+        """A group's name, decided at its first use: when torch registers the
+        default group, ``GroupMember.WORLD`` is not set yet."""
+        if not state.name:
+            group = state.group()
+            state.name = self._unhooked_name(group) if group is not None else "gone"
+        return state.name
 
     def report_unseen(self) -> None:
         """Record, per group, the operations that it issued and nothing recorded."""
@@ -368,15 +368,15 @@ class TorchDistributedChannel:
                 self._emit_recvs(recvs)
             self.attach_groups()
             for state in list(self.hooks.states.values()):
-                missing = self.hooks.unseen(state, self.python_ops[state.name])
+                name = self._name_of(state)
+                missing = self.hooks.unseen(state, self.python_ops[name])
                 if missing:
                     how = ("no hook ran for them" if state.attached else
                            "this torch runs no process-group hooks; only Python calls "
                            "of torch.distributed were seen (not DDP's reducer, FSDP, "
                            "functional collectives or DTensor)")
-                    self._record_unseen(state.name, missing,
-                                        f"{missing} operations on process group "
-                                        f"{state.name} were not seen ({how})")
+                    self._record_unseen(name, missing, f"{missing} operations on process "
+                                        f"group {name} were not seen ({how})")
         except Exception:
             self._error()
 
@@ -402,11 +402,11 @@ class TorchDistributedChannel:
             if not inside:  # from C++: no tag known; a Python call records its own
                 self._record_hooked_p2p(group, rule, int(root))
             return
-        name = state.name
+        name = self._name_of(state)
         seq = self.sequence[name]
         self.sequence[name] = seq + 1
         channel = f"{name}:{seq}"
-        meta_op = op.lower()
+        meta_op = guard.op if inside else op.lower()
         sends: str | None
         recv_role: str | None
         if rule == ALL or group is None:
@@ -442,7 +442,7 @@ class TorchDistributedChannel:
         asynchronous = op.startswith("i")
 
         def point_to_point(*args: Any, **kwargs: Any) -> Any:
-            outermost, result = self._outermost(original, args, kwargs)
+            outermost, result = self._outermost(original, args, kwargs, op)
             if outermost:
                 try:
                     bound = call.bind(args, kwargs)
@@ -458,7 +458,7 @@ class TorchDistributedChannel:
     def _batch_wrapper(self, op: str, original: Callable[..., Any],
                        how: str) -> Callable[..., Any]:
         def batch_isend_irecv(p2p_op_list: Any, *args: Any, **kwargs: Any) -> Any:
-            outermost, works = self._outermost(original, (p2p_op_list, *args), kwargs)
+            outermost, works = self._outermost(original, (p2p_op_list, *args), kwargs, op)
             if outermost:
                 try:
                     self._record_batch(p2p_op_list, works)
@@ -493,7 +493,10 @@ class TorchDistributedChannel:
         """The same name for one group in every rank."""
         state = self.hooks.state_of(self._group_object(group))
         if state is not None:
-            return state.name
+            return self._name_of(state)
+        return self._unhooked_name(group)
+
+    def _unhooked_name(self, group: Any) -> str:
         if group is None:
             return "WORLD"
         dist = self.dist
