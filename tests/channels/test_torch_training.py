@@ -20,25 +20,9 @@ import shutil
 import sys
 from pathlib import Path
 
-import pytest
-
 import distea
+from tests.channels.torch_support import torch_or_skip
 from tests.tracing import DISTEA, run_traced, run_untraced
-
-REQUIRE_VARIABLE = "DISTEA_REQUIRE_TORCH"
-
-
-def torch_or_skip() -> None:
-    try:
-        import torch.distributed as dist
-    except Exception as err:  # ImportError, or OSError from a broken install
-        reason = f"torch not importable ({err}): `uv pip install torch` to run these tests"
-        if os.environ.get(REQUIRE_VARIABLE) == "1":
-            pytest.fail(f"{reason} ({REQUIRE_VARIABLE}=1 makes them required)")
-        pytest.skip(reason)
-    if not dist.is_available():
-        pytest.skip("this torch build has no torch.distributed")
-
 
 COMMON = r'''
 import os
