@@ -31,7 +31,8 @@ issued from C++ (no Python call around it), the tag is taken as 0.
 
 Order: the send is recorded when the operation is issued (the contribution
 is handed over). The receive, when the data can be there: at return for a
-synchronous Python call, at the first ``Work.wait()`` for ``async_op=True``
+synchronous Python call, at the first ``Work.wait()`` (or ``is_completed()`` saying yes,
+``get_future()``, ``result()``, ``synchronize()``) for ``async_op=True``
 and ``i*`` calls; for work issued from C++ (DDP's gradient buckets, which
 the reducer waits for in C++) at issue, the earliest the data can arrive,
 which only adds order (safe). Where ``Work.wait`` cannot be patched, or
@@ -98,6 +99,18 @@ COLLECTIVES: dict[str, str] = {
     "gather_into_tensor": ROOT_DST,
     "gather_single": ROOT_DST,
 }
+COMPLETION_METHODS: dict[str, bool] = {
+    "is_completed": True,
+    "synchronize": False,
+    "result": False,
+    "get_future": False,
+    "get_future_result": False,
+    "block_current_stream": False,
+}
+"""Other ways a program can learn that async work completed (besides ``wait``):
+the receive is recorded there (for ``is_completed``, once it says yes). The
+future is handed out before the data is read from it: recording then is early,
+so safe."""
 POINT_TO_POINT: dict[str, str] = {"send": "send", "isend": "send", "recv": "recv",
                                   "irecv": "recv"}
 
@@ -138,7 +151,8 @@ class TorchDistributedChannel:
         """id(work) → (work, receives to record when it is waited for)."""
         self.guard = threading.local()
         self.wait_patched = False
-        self._restore_wait: tuple[type, Any] | None = None
+        self._restore_work: list[tuple[type, str, Any]] = []
+        """(Work class, method, its raw class attribute or None) to put back."""
         self.session: TracerSession | None = None
         self.dist: Any = None
         self.hooks = GroupHooks(self._record_hooked, self._error)
@@ -159,14 +173,13 @@ class TorchDistributedChannel:
             self.atexit_registered = False
         self.hooks.detach_all()
         self.patches.restore()
-        if self._restore_wait is not None:
-            work, raw = self._restore_wait
-            self._restore_wait = None
+        while self._restore_work:
+            work, name, raw = self._restore_work.pop()
             if raw is not None:
-                setattr(work, "wait", raw)  # noqa: B010
+                setattr(work, name, raw)
             else:
-                delattr(work, "wait")
-            self.wait_patched = False
+                delattr(work, name)
+        self.wait_patched = False
 
     def _on_import(self, module: ModuleType) -> None:
         try:
@@ -208,27 +221,30 @@ class TorchDistributedChannel:
         if work is None and c10d is not None:
             work = getattr(c10d, "Work", None)
         if work is not None and hasattr(work, "wait"):
-            self._patch_wait(work)
+            self.wait_patched = self._patch_work(work, "wait", False)
+            if self.wait_patched:
+                for name, only_if_done in COMPLETION_METHODS.items():
+                    if hasattr(work, name) and not self._patch_work(work, name, only_if_done):
+                        self.wait_patched = False  # a way to see completion unseen: record early
+                        break
 
-    def _patch_wait(self, work: type) -> None:
-        """Wrap ``Work.wait``, keeping the raw class attribute for the restore.
+    def _patch_work(self, work: type, name: str, only_if_done: bool) -> bool:
+        """Wrap ``Work.<name>``, keeping the raw class attribute for the restore.
 
         pybind11 stores methods as ``instancemethod`` objects in the class
         dict; ``getattr`` returns the bare function, which put back would no
         longer bind ``self``. So the raw entry is both the no-op write that
         tests whether the class can be patched at all and what is restored.
         """
-        raw = vars(work).get("wait")
+        raw = vars(work).get(name)
         try:
             if raw is not None:
-                setattr(work, "wait", raw)  # noqa: B010 (a no-op write: is it allowed?)
-            wrapper = self._wait_wrapper(getattr(work, "wait"))  # noqa: B009
-            setattr(work, "wait", wrapper)  # noqa: B010
+                setattr(work, name, raw)  # a no-op write: is it allowed?
+            setattr(work, name, self._wait_wrapper(getattr(work, name), only_if_done))
         except (AttributeError, TypeError):
-            self.wait_patched = False  # receives of async calls are recorded early
-            return
-        self.wait_patched = True
-        self._restore_wait = (work, raw)
+            return False
+        self._restore_work.append((work, name, raw))
+        return True
 
     def _wrap(self, owners: list[Any], name: str,
               make: Callable[[str, Callable[..., Any], str], Callable[..., Any]],
@@ -468,10 +484,11 @@ class TorchDistributedChannel:
 
         return batch_isend_irecv
 
-    def _wait_wrapper(self, original: Callable[..., Any]) -> Callable[..., Any]:
+    def _wait_wrapper(self, original: Callable[..., Any],
+                      only_if_done: bool) -> Callable[..., Any]:
         def wait(work: Any, *args: Any, **kwargs: Any) -> Any:
             result = original(work, *args, **kwargs)
-            if self.pending:
+            if self.pending and (result or not only_if_done):
                 try:
                     entry = self.pending.pop(id(work), None)
                     if entry is not None and entry[0] is work:
