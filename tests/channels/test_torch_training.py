@@ -22,7 +22,7 @@ from pathlib import Path
 
 import distea
 from tests.channels.torch_support import torch_or_skip
-from tests.tracing import DISTEA, run_traced, run_untraced
+from tests.tracing import DISTEA, REPO, run_traced, run_untraced
 
 COMMON = r'''
 import os
@@ -279,3 +279,23 @@ def test_unobservable_collectives_are_a_problem(program) -> None:
     shown = run_untraced([str(DISTEA), "impact", "ddp_hidden.Trainer._save_snapshot",
                           "--run", str(traced.run_dir)], script.parent, timeout=120)
     assert "torch.distributed" in shown.stdout, shown.stdout
+
+
+def test_torch_ddp_sample_checkpoint_reaches_other_ranks(tmp_path: Path) -> None:
+    """The sample's rank-0-only checkpoint against its hand-derived impact set."""
+    torch_or_skip()
+    args = [sys.executable, "-m", "sample_systems.torch_ddp", "--workers", "2", "--steps", "7"]
+    traced = run_traced(args, REPO, tmp_path / "run", timeout=240, env=environment())
+    assert traced.result.returncode == 0, traced.result.stderr[-3000:]
+    assert "2 ranks agree on the final weights" in traced.result.stdout
+    run = distea.load(traced.run_dir)
+    trainer = "sample_systems.torch_ddp.trainer"
+    rank1 = impacted_in(run, f"{trainer}.save_checkpoint", 1)
+    # save_checkpoint runs on rank 0 after step 0 (and 5); rank 1 meets rank 0
+    # again in step 1's gradient all-reduce, inside train_step's backward.
+    assert {f"{trainer}.train_step", f"{trainer}.apply_update", f"{trainer}.average_loss",
+            f"{trainer}.run_worker", f"{trainer}.train"} <= rank1
+    assert not rank1 & {f"{trainer}.load_shard", f"{trainer}.build_model",
+                        f"{trainer}.init_distributed", f"{trainer}.set_rank_environment"}
+    assert run.matching.by_kind["torch"].ambiguous == 0
+    assert not [p for p in run.problems if "torch.distributed" in p]
