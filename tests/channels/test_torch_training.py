@@ -299,3 +299,120 @@ def test_torch_ddp_sample_checkpoint_reaches_other_ranks(tmp_path: Path) -> None
                         f"{trainer}.init_distributed", f"{trainer}.set_rank_environment"}
     assert run.matching.by_kind["torch"].ambiguous == 0
     assert not [p for p in run.problems if "torch.distributed" in p]
+
+
+RPC = r'''
+import os
+import socket
+import sys
+
+import torch
+import torch.distributed.rpc as rpc
+import torch.multiprocessing as mp
+
+
+class ParameterServer:
+    def __init__(self):
+        self.weights = torch.zeros(4)
+        self.updates = 0
+
+    def apply_gradient(self, gradient):
+        self.weights -= 0.1 * gradient
+        self.updates += 1
+        return self.updates
+
+
+SERVER = None
+
+
+def get_server():
+    global SERVER
+    if SERVER is None:
+        SERVER = ParameterServer()
+    return SERVER
+
+
+def fetch_weights():
+    return get_server().weights.clone()
+
+
+def push_gradient(gradient):
+    return get_server().apply_gradient(gradient)
+
+
+def make_report(tag):
+    return f"{tag}: {get_server().updates} updates"
+
+
+def compute_gradient(weights, step):
+    return weights - torch.full((4,), float(step))
+
+
+def train(steps):
+    for step in range(steps):
+        weights = rpc.rpc_sync("ps", fetch_weights)
+        gradient = compute_gradient(weights, step)
+        rpc.rpc_async("ps", push_gradient, args=(gradient,)).wait()
+    report = rpc.remote("ps", make_report, args=("trainer",))
+    print(report.to_here(), flush=True)
+    # a builtin operator travels serialized in C++: distea must say it missed it
+    print(rpc.rpc_sync("ps", torch.add, args=(torch.ones(1), 1)), flush=True)
+
+
+def run(rank, world_size, port):
+    os.environ["RANK"], os.environ["WORLD_SIZE"] = str(rank), str(world_size)
+    options = rpc.TensorPipeRpcBackendOptions(init_method=f"tcp://127.0.0.1:{port}",
+                                              _transports=["uv"])
+    name = "ps" if rank == 0 else "trainer"
+    rpc.init_rpc(name, rank=rank, world_size=world_size, rpc_backend_options=options)
+    if rank == 1:
+        train(3)
+    rpc.shutdown()
+
+
+def free_port():
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+if __name__ == "__main__":
+    mp.spawn(run, args=(2, free_port()), nprocs=2)
+    sys.exit(0)
+'''
+
+
+def test_rpc_parameter_server(program) -> None:
+    """rpc_sync, rpc_async and remote: call -> the callee's run -> reply, paired exactly."""
+    torch_or_skip()
+    script = program("rpc_ps.py", RPC)
+    args = [sys.executable, script.name]
+    plain = run_untraced(args, script.parent, timeout=240, env=environment())
+    assert plain.returncode == 0, plain.stderr[-3000:]
+    traced = run_traced(args, script.parent, script.parent.parent / "run", timeout=300,
+                        env=environment())
+    assert traced.result.returncode == 0, traced.result.stderr[-3000:]
+    assert sorted_lines(traced.result.stdout) == sorted_lines(plain.stdout)
+    run = distea.load(traced.run_dir)
+    keys = rank_keys(run)
+    ps, trainer = keys[0], keys[1]
+    m = run.matching
+    assert m.by_kind["torch"].ambiguous == 0
+    pairs = [(m.events[s].process, m.events[r].process) for s, r in m.edges
+             if m.events[r].kind == "torch" and m.events[r].channel == "rpc"]
+    # 3 rpc_sync + 3 rpc_async + 1 remote (+ its to_here) with Python payloads, each a
+    # call and a reply; shutdown's own RPCs add more
+    assert pairs.count((trainer, ps)) >= 8 and pairs.count((ps, trainer)) >= 8, pairs
+    # Hand-derived: compute_gradient runs on the trainer only; its gradient is applied on
+    # the server, whose later replies reach the trainer; the server was built before.
+    on_ps = impacted_in(run, "rpc_ps.compute_gradient", 0)
+    assert {"rpc_ps.push_gradient", "rpc_ps.ParameterServer.apply_gradient",
+            "rpc_ps.make_report"} <= on_ps
+    assert "rpc_ps.ParameterServer.__init__" not in on_ps
+    explanation = run.explain("rpc_ps.compute_gradient", "rpc_ps.ParameterServer.apply_gradient",
+                              process=ps)
+    assert any(s.action == "recv" and s.detail == "torch rpc" for s in explanation.steps), (
+        explanation.steps)
+    problems = [p for p in run.problems if "torch.distributed" in p]
+    assert len(problems) == 1 and problems[0].startswith("rank 1/2"), run.problems
+    assert "1 RPC calls of builtin operators" in problems[0]

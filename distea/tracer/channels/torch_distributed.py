@@ -46,8 +46,9 @@ sequence number is compared with what was recorded; operations nobody saw
 are recorded as an ``unseen`` collective on ``"GROUP:unseen"`` (every rank
 sends and receives: safe order at the point they were found) whose
 ``meta["unseen"]`` and ``meta["what"]`` the analyzer turns into a problem
-line. ``torch.distributed.rpc`` (its messages move in C++, TensorPipe) is
-reported the same way once ``init_rpc`` returns.
+line. ``torch.distributed.rpc`` is recorded at its pickler
+(:mod:`distea.tracer.channels.torch_rpc`); RPC calls it cannot see are
+reported the same way.
 """
 
 from __future__ import annotations
@@ -62,6 +63,7 @@ from typing import Any
 from distea.tracer.channels.importhooks import IMPORT_HOOKS
 from distea.tracer.channels.patching import Patches
 from distea.tracer.channels.torch_groups import HOOK_RULES, GroupHooks, GroupState
+from distea.tracer.channels.torch_rpc import RpcRecorder
 from distea.tracer.session import TracerSession
 
 KIND = "torch"
@@ -159,6 +161,8 @@ class TorchDistributedChannel:
         self.python_ops: defaultdict[str, int] = defaultdict(int)
         """Operations recorded by the wrappers on groups without hooks, per group."""
         self.atexit_registered = False
+        self.rpc: RpcRecorder | None = None
+        self.rpc_reported = 0
 
     def install(self, session: TracerSession) -> None:
         self.session = session
@@ -173,6 +177,9 @@ class TorchDistributedChannel:
             self.atexit_registered = False
         self.hooks.detach_all()
         self.patches.restore()
+        if self.rpc is not None:
+            self.rpc.uninstall()
+            self.rpc = None
         while self._restore_work:
             work, name, raw = self._restore_work.pop()
             if raw is not None:
@@ -189,8 +196,12 @@ class TorchDistributedChannel:
                 self.session.errors += 1
 
     def _on_rpc_import(self, module: ModuleType) -> None:
+        if self.session is None or self.session.finished:
+            return
         try:
-            self._wrap([module], "init_rpc", self._init_rpc_wrapper, "")
+            self.rpc = RpcRecorder(self.session, self._error)
+            for owner, name, wrapper in self.rpc.install(module):
+                self.patches.replace(owner, name, wrapper)
         except Exception:
             self._error()
 
@@ -339,19 +350,6 @@ class TorchDistributedChannel:
 
         return destroy_process_group
 
-    def _init_rpc_wrapper(self, op: str, original: Callable[..., Any],
-                          how: str) -> Callable[..., Any]:
-        def init_rpc(*args: Any, **kwargs: Any) -> Any:
-            result = original(*args, **kwargs)
-            try:
-                self._record_unseen("rpc", 1, "torch.distributed.rpc calls (rpc_sync, "
-                                    "rpc_async, remote, RRef fetches) are not recorded")
-            except Exception:
-                self._error()
-            return result
-
-        return init_rpc
-
     # -- process groups: hooks and what they could not see ----------------------------
 
     def attach_groups(self) -> None:
@@ -393,6 +391,11 @@ class TorchDistributedChannel:
                            "functional collectives or DTensor)")
                     self._record_unseen(name, missing, f"{missing} operations on process "
                                         f"group {name} were not seen ({how})")
+            rpc_missing = self.rpc.unseen_calls - self.rpc_reported if self.rpc else 0
+            if rpc_missing > 0:
+                self.rpc_reported += rpc_missing
+                self._record_unseen("rpc", rpc_missing, f"{rpc_missing} RPC calls of builtin "
+                                    "operators or TorchScript functions were not seen")
         except Exception:
             self._error()
 
@@ -529,6 +532,10 @@ class TorchDistributedChannel:
             pass
         try:
             return "ranks" + ",".join(str(r) for r in dist.get_process_group_ranks(group))
+        except Exception:
+            pass
+        try:  # a backend used as a group (RPC's start-up): the same name on every rank
+            return f"unregistered-{type(group).__name__}-{int(group.size())}"
         except Exception:
             return f"group@{id(group):x}"
 
