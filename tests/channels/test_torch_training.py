@@ -26,15 +26,22 @@ from tests.tracing import DISTEA, REPO, run_traced, run_untraced
 
 COMMON = r'''
 import os
+import sys
 import torch
 import torch.distributed as dist
 from torch import nn
 
 
+def say(text):
+    """One write per line: two ranks share the output."""
+    sys.stdout.write(text + "\n")
+    sys.stdout.flush()
+
+
 def issued(rank):
     """The oracle: what the default group itself counted (one per operation)."""
     group = dist.distributed_c10d._get_default_group()
-    print(f"rank {rank} issued {group._get_sequence_number_for_group()}", flush=True)
+    say(f"rank {rank} issued {group._get_sequence_number_for_group()}")
 
 
 def load_data(rank):
@@ -65,7 +72,7 @@ class Trainer:
 
     def _save_snapshot(self, epoch):
         torch.save(self.model.module.state_dict(), os.devnull)
-        print(f"epoch {epoch}: snapshot saved", flush=True)
+        say(f"epoch {epoch}: snapshot saved")
 
     def train(self, epochs):
         for epoch in range(epochs):
@@ -118,7 +125,7 @@ def train_step(model, optimizer, source, targets):
 
 
 def checkpoint(step):
-    print(f"step {step}: checkpoint", flush=True)
+    say(f"step {step}: checkpoint")
 
 
 def main():
