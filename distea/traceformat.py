@@ -54,7 +54,11 @@ Channel conventions (what SEND/RECV carry, per ``kind``):
   compute it; ``meta["fanout"] = True`` on a send that many receivers get
   (PUB/SUB, broadcast). LINK records tie two channel ends together. torch
   collectives use ``channel = "GROUP:SEQ"`` with ``meta["op"]`` and
-  ``meta["role"]`` (``"all"``, ``"root"``, ``"leaf"``).
+  ``meta["role"]`` (``"all"``, ``"root"``, ``"leaf"``); operations a process
+  group issued that nobody recorded are a collective on ``"GROUP:unseen"``
+  with ``meta["op"] = "unseen"``, ``meta["unseen"]`` (how many) and
+  ``meta["what"]`` (the problem line's text); torch RPC payloads are
+  messages on channel ``"rpc"`` with ``meta["fp"]``.
 """
 
 from __future__ import annotations
