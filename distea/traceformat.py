@@ -64,7 +64,11 @@ Channel conventions (what SEND/RECV carry, per ``kind``):
   socket of one name, a socket with several endpoints. LINK records tie two
   channel ends together. torch
   collectives use ``channel = "GROUP:SEQ"`` with ``meta["op"]`` and
-  ``meta["role"]`` (``"all"``, ``"root"``, ``"leaf"``).
+  ``meta["role"]`` (``"all"``, ``"root"``, ``"leaf"``); operations a process
+  group issued that nobody recorded are a collective on ``"GROUP:unseen"``
+  with ``meta["op"] = "unseen"``, ``meta["unseen"]`` (how many) and
+  ``meta["what"]`` (the problem line's text); torch RPC payloads are
+  messages on channel ``"rpc"`` with ``meta["fp"]``.
 - Markers (``untrusted``): a SEND that is not a message. ``channel`` names a
   channel end, as its own sends name it, that something distea cannot see
   writes to (``meta["why"]``; ``meta["of"]``: the channel's kind), such as

@@ -157,13 +157,14 @@ SAMPLES: dict[str, SampleInfo] = {
         ),
         SampleInfo(
             name="torch_ddp",
-            summary="3 ranks via torch.multiprocessing.spawn, gloo all_reduce on CPU (needs torch)",
+            summary="DistributedDataParallel, 3 ranks via torch.multiprocessing.spawn, gloo on "
+                    "CPU; rank 0 checkpoints (needs torch)",
             module="sample_systems.torch_ddp",
             processes=5,
             needs_torch=True,
             interesting_queries=(
+                "sample_systems.torch_ddp.trainer.save_checkpoint",
                 "sample_systems.torch_ddp.trainer.train_step",
-                "sample_systems.torch_ddp.trainer.average_gradients",
             ),
             never_impacted=("sample_systems.torch_ddp.trainer.load_shard",),
         ),

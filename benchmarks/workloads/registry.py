@@ -89,4 +89,11 @@ WORKLOADS: tuple[Workload, ...] = (
     Workload("kvstore sample", "sample_systems.kvstore", distributed=True, precision=True),
     Workload("torch_ddp sample", "sample_systems.torch_ddp", distributed=True,
              precision=True, needs=("torch",)),
+    # training-step overhead in steady state (the loop rank 0 times, after warm-up)
+    Workload("torch DDP training (2 ranks)", "benchmarks.workloads.torch_training",
+             ("--strategy", "ddp", "--steps", "200"), ("--strategy", "ddp", "--steps", "40"),
+             distributed=True, needs=("torch",)),
+    Workload("torch FSDP2 training (2 ranks)", "benchmarks.workloads.torch_training",
+             ("--strategy", "fsdp2", "--steps", "100"), ("--strategy", "fsdp2", "--steps", "20"),
+             distributed=True, needs=("torch",)),
 )

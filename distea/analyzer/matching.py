@@ -78,6 +78,7 @@ from distea.analyzer.match_files import KIND as FILE_KIND
 from distea.analyzer.match_files import match_files
 from distea.analyzer.match_queues import pairs_by_brackets
 from distea.analyzer.match_rpc import link_ray_dependencies, match_grpc, match_ray
+from distea.analyzer.match_torch import unseen_notes as torch_unseen_notes
 from distea.analyzer.match_unseen import (
     UNSEEN_KIND,
     Unseen,
@@ -260,6 +261,8 @@ def match(
     for kind in sorted(unknown):
         m.notes.append(f"channel kind {kind!r} is unknown to this analyzer; "
                        "paired as a message channel (FIFO per sender)")
+    if "torch" in m.by_kind:
+        m.notes.extend(torch_unseen_notes(m, processes))
     return m
 
 

@@ -1,6 +1,6 @@
 """Launch DDP training: W ranks via torch.multiprocessing.spawn, gloo backend on CPU.
 
-    python -m sample_systems.torch_ddp [--workers W] [--steps S] [--ddp]
+    python -m sample_systems.torch_ddp [--workers W] [--steps S] [--explicit]
 
 Exits with status 3 and a message on stderr when PyTorch (with
 torch.distributed) is not available, so callers can tell "cannot run here"
@@ -34,7 +34,9 @@ def main() -> int:
     parser.add_argument("--workers", type=int, default=3)
     parser.add_argument("--steps", type=int, default=30)
     parser.add_argument(
-        "--ddp", action="store_true", help="wrap the model in DistributedDataParallel"
+        "--explicit", action="store_true",
+        help="average gradients with explicit dist.all_reduce calls instead of "
+             "DistributedDataParallel",
     )
     args = parser.parse_args()
     reason = torch_available()
@@ -43,7 +45,7 @@ def main() -> int:
         return EXIT_NO_TORCH
     from sample_systems.torch_ddp.launch import run
 
-    return run(args.workers, args.steps, args.ddp)
+    return run(args.workers, args.steps, not args.explicit)
 
 
 if __name__ == "__main__":

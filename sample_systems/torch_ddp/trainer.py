@@ -5,17 +5,19 @@ through a `FileStore` in a private temporary directory (no TCP store, no port
 to pick), and gloo is pinned to the loopback interface, so nothing listens
 beyond 127.0.0.1.
 
-By default the gradients are averaged with explicit `dist.all_reduce` calls
-(`average_gradients`), the pattern of PyTorch's own distributed tutorial:
-every collective is a Python-level call that a tracer can see, and start-up
-stays fast. With ``use_ddp`` the model is wrapped in DistributedDataParallel
-instead, whose C++ reducer all-reduces gradient buckets during backward
-(invisible to Python-level interception, and constructing it imports
-torch._dynamo, which costs several seconds per process).
+By default the model is wrapped in DistributedDataParallel, whose C++
+reducer broadcasts the initial parameters and all-reduces gradient buckets
+during backward (constructing it imports torch._dynamo, which costs several
+seconds per process). Rank 0 alone saves a checkpoint every
+``CHECKPOINT_EVERY`` steps (`save_checkpoint`): what it does reaches the
+other ranks only through the next gradient all-reduce. With ``use_ddp``
+false the gradients are averaged with explicit `dist.all_reduce` calls
+(`average_gradients`), the pattern of PyTorch's own distributed tutorial.
 """
 
 from __future__ import annotations
 
+import io
 import os
 from datetime import timedelta
 from multiprocessing.queues import Queue
@@ -30,6 +32,7 @@ SAMPLES = 600
 FEATURES = 6
 LEARNING_RATE = 0.5
 INIT_TIMEOUT = timedelta(seconds=30)
+CHECKPOINT_EVERY = 5
 
 
 def set_rank_environment(rank: int, world_size: int) -> None:
@@ -102,6 +105,14 @@ def train_step(
     return loss.detach()
 
 
+def save_checkpoint(model: nn.Module, step: int) -> int:
+    """Rank 0's checkpoint of the weights (to memory: the sample writes no files); its size."""
+    module = model.module if isinstance(model, DistributedDataParallel) else model
+    buffer = io.BytesIO()
+    torch.save({"step": step, "model": module.state_dict()}, buffer)
+    return buffer.tell()
+
+
 def average_loss(local_loss: torch.Tensor, world_size: int) -> float:
     """The global loss: the mean of the ranks' (equal-sized) shard losses."""
     total = local_loss.clone()
@@ -116,9 +127,11 @@ def train(rank: int, world_size: int, steps: int, use_ddp: bool) -> tuple[list[f
     if not use_ddp:
         broadcast_initial_weights(model)
     losses = []
-    for _ in range(steps):
+    for step in range(steps):
         local_loss = train_step(model, features, labels, world_size)
         losses.append(average_loss(local_loss, world_size))
+        if rank == 0 and step % CHECKPOINT_EVERY == 0:
+            save_checkpoint(model, step)
     weights = torch.cat([parameter.detach().flatten() for parameter in model.parameters()])
     return losses, weights.tolist()  # plain floats: no numpy needed
 

@@ -27,14 +27,7 @@ import pytest
 
 from distea.tracer.channels.torch_distributed import TorchDistributedChannel
 from tests.channels.support import run_both
-
-try:
-    import torch  # noqa: F401
-
-    HAVE_TORCH = True
-except Exception:
-    HAVE_TORCH = False
-
+from tests.channels.torch_support import torch_or_skip
 
 # -- real torch (gloo, CPU) -------------------------------------------------------
 
@@ -97,8 +90,8 @@ if __name__ == "__main__":
 '''
 
 
-@pytest.mark.skipif(not HAVE_TORCH, reason="torch not importable")
 def test_real_gloo_collectives_and_point_to_point(program) -> None:
+    torch_or_skip()
     script = program("torch_real.py", REAL)
     traced = run_both(script, timeout=120)
     assert traced.errors() == 0
