@@ -17,6 +17,7 @@ from typing import TYPE_CHECKING
 from distea.analyzer.impact import Analysis, DepsResult, Explanation, ImpactResult
 from distea.analyzer.matching import Matching, match
 from distea.analyzer.order import Order, compute_order
+from distea.analyzer.relays import RelayInfo, carried
 from distea.analyzer.resolve import QueryError, diff_methods, resolve, resolve_all
 from distea.model import Execution, MessageEvent, Method, ProcessInfo, RunData
 from distea.traceformat import load_run
@@ -47,12 +48,14 @@ def _no_gc() -> Iterator[None]:
 class Run:
     """One recorded run, ready for queries."""
 
-    def __init__(self, data: RunData) -> None:
+    def __init__(self, data: RunData, no_relay: Iterable[str] = ()) -> None:
         self.data = data
+        self.no_relay = frozenset(no_relay)
+        """Addresses of untraced servers not to treat as relays (``--no-relay``)."""
 
     @classmethod
-    def load(cls, path: Path | str) -> Run:
-        return cls(load_run(path))
+    def load(cls, path: Path | str, no_relay: Iterable[str] = ()) -> Run:
+        return cls(load_run(path), no_relay)
 
     # -- what was recorded -----------------------------------------------------
 
@@ -98,6 +101,11 @@ class Run:
         if m.ambiguous:
             out.append(f"{m.ambiguous} receives could not be paired with one send; each is "
                        "ordered after every candidate send (safe, less precise)")
+        for relay in m.relays:
+            if not relay.disabled and relay.relayed:
+                out.append(f"{relay.relayed} receives from {relay.label} (untraced, not observed "
+                           "inside) are ordered after every earlier send to it by another "
+                           "process (relay rule: safe, less precise)")
         out.extend(m.notes)
         out.extend(self.order.notes)
         return out
@@ -129,7 +137,24 @@ class Run:
         for key in self.data.executions:
             messages.setdefault(key, [])
         with _no_gc():
-            return match(messages, self.data.links, self.data.processes)
+            m = match(messages, self.data.links, self.data.processes, self.no_relay)
+        unknown = self.no_relay - {r.address for r in m.relays}
+        if unknown:
+            raise QueryError(f"--no-relay {', '.join(sorted(unknown))}: no such relay in this run"
+                             "; relays: " + (", ".join(r.address for r in m.relays) or "none"))
+        return m
+
+    @property
+    def relays(self) -> list[RelayInfo]:
+        """Untraced servers in the middle (turned off ones too, ``disabled``)."""
+        return self.matching.relays
+
+    def relays_carrying(self, res: ImpactResult) -> list[RelayInfo]:
+        """The relays an impact passed through: it was not observed inside them."""
+        m, order = self.matching, self.order
+        starts = {order.index[k]: c for k, c in res.starts.items()}
+        found = carried(m.relay_of, order.sources, order.extra, m.events, m.proc_of, starts)
+        return [r for r in m.relays if r.address in found]
 
     @cached_property
     def order(self) -> Order:

@@ -1,0 +1,340 @@
+"""Untraced servers in the middle: relays (DESIGN.md §4, docs/semantics.md "Relays").
+
+Redis, a message broker, a database: traced processes talk to it, it is not
+traced, and what one process sends to it may reach whoever receives from it
+later. Stream matching alone sees only sends nobody read and receives nobody
+sent, and orders nothing through it: impact through a broker would be missed.
+
+**Which endpoints are relays.** The remote address of a stream channel
+(``SRC>DST``: ``DST`` for a send, ``SRC`` for a receive) that is no traced
+process's own address, talked to by two or more traced processes.
+
+**The safe rule.** A send to a relay happens before every later receive from
+it, by any other process. "Later" is decided by CLOCK_MONOTONIC, which is one
+clock for every process of a host: the client end of a stream (the end that
+spoke first — relays are servers) records ``meta["t"]``, taken before a send
+leaves and after a receive returns, so a send stamped after a receive's stamp
+cannot have reached it. Where either end has no time (another host: clocks
+are not comparable; a stream whose server spoke first; an older trace) the
+receive is ordered after every send of the other process that is not
+causally after it. Each receive is an uncertain receive of the matching
+(:attr:`~distea.analyzer.matching.Matching.uncertain`) with one candidate chain
+per other process — the sends of that process, cut at the receive's time —
+so the sweep orders it after the latest send of each chain that is not
+causally after it. A chain is a view (:class:`Prefix`) of one shared list per
+process: a relay costs ``receives * processes`` entries, never
+``receives * sends``.
+
+**Exact where the content shows the path** (Redis, :mod:`distea.tracer.channels.resp`):
+a send whose commands all carry a message by value (LPUSH, RPUSH, XADD,
+PUBLISH, ...) or only read (GET, BRPOP, SUBSCRIBE, ...) takes no part in
+the safe rule: its payloads reach exactly the receives that carry the same
+payload fingerprint (``meta["fps"]``), which are ordered after the latest
+such send of each producer. Writes that others may read in another shape
+(SET, HSET, SADD, INCR, scripts, unknown commands) stay under the safe rule,
+and so does every send or receive whose bytes could not be parsed.
+Precision cost of the simplification: the side effects of a message command
+that another client can observe without receiving the message (LLEN of the
+list, a key's existence) are not followed.
+"""
+
+from __future__ import annotations
+
+from bisect import bisect_right
+from collections import defaultdict
+from collections.abc import Collection, Iterator, Mapping, Sequence
+from dataclasses import dataclass, field
+
+from distea.model import MessageEvent, ProcessInfo
+
+STREAM_KINDS = frozenset({"tcp", "unix", "ssl"})
+
+EXACT_COMMANDS = frozenset({
+    # carry a message by value to whoever reads it (fingerprinted by the tracer)
+    "LPUSH", "RPUSH", "LPUSHX", "RPUSHX", "PUBLISH", "SPUBLISH", "XADD",
+    # change nothing another client can read, or consume a message it then carries
+    "GET", "MGET", "GETRANGE", "STRLEN", "EXISTS", "TYPE", "TTL", "PTTL", "KEYS", "SCAN",
+    "HGET", "HMGET", "HGETALL", "HKEYS", "HVALS", "HLEN", "HEXISTS", "HSCAN",
+    "LRANGE", "LLEN", "LINDEX", "SMEMBERS", "SISMEMBER", "SCARD", "SSCAN",
+    "ZRANGE", "ZRANGEBYSCORE", "ZSCORE", "ZCARD", "ZSCAN", "XRANGE", "XREVRANGE", "XLEN",
+    "XREAD", "BRPOP", "BLPOP", "RPOP", "LPOP",
+    "SUBSCRIBE", "PSUBSCRIBE", "SSUBSCRIBE", "UNSUBSCRIBE", "PUNSUBSCRIBE",
+    "SUNSUBSCRIBE", "PING", "ECHO", "SELECT", "AUTH", "HELLO", "CLIENT", "INFO",
+    "COMMAND", "TIME", "MULTI", "EXEC", "DISCARD", "WATCH", "UNWATCH", "QUIT", "RESET",
+    "READONLY", "READWRITE", "DBSIZE",
+})
+"""Redis commands that take no part in the safe rule (module docstring)."""
+
+
+@dataclass(slots=True)
+class RelayInfo:
+    """One untraced endpoint that several traced processes talk to."""
+
+    address: str
+    kind: str
+    """``tcp``, ``unix`` or ``ssl`` (the first seen)."""
+    protocol: str | None
+    """``redis`` where its clients spoke RESP, else None."""
+    processes: list[str]
+    """Keys of the traced processes that talk to it."""
+    sends: int = 0
+    recvs: int = 0
+    bytes_sent: int = 0
+    bytes_received: int = 0
+    relayed: int = 0
+    """Receives ordered after other processes' sends by the safe rule."""
+    exact: int = 0
+    """Receives paired with their producer's send by payload, nothing else."""
+    untimed: int = 0
+    """Receives ordered without a usable time (another host, no ``meta["t"]``)."""
+    disabled: bool = False
+    """Turned off by the user (``--no-relay``): its receives order nothing."""
+
+    @property
+    def label(self) -> str:
+        return f"{self.protocol or 'an untraced server'} at {self.address}"
+
+
+class Prefix(Sequence[int]):
+    """The first ``size`` items of a shared list, without copying them."""
+
+    __slots__ = ("items", "size")
+
+    def __init__(self, items: list[int], size: int) -> None:
+        self.items = items
+        self.size = size
+
+    def __len__(self) -> int:
+        return self.size
+
+    def __getitem__(self, k: int) -> int:  # type: ignore[override]
+        if k < 0:
+            k += self.size
+        if not 0 <= k < self.size:
+            raise IndexError(k)
+        return self.items[k]
+
+    def __iter__(self) -> Iterator[int]:
+        items = self.items
+        return (items[k] for k in range(self.size))
+
+
+@dataclass(slots=True)
+class _Chain:
+    """One process's sends to a relay, in clock order, searchable by time."""
+
+    ids: list[int] = field(default_factory=list)
+    latest_at: list[int] = field(default_factory=list)
+    """``latest_at[k]``: the earliest time among sends ``k..``; an untimed send counts
+    as -1 (it may be before anything). Non-decreasing, so a receive at time ``t``
+    may follow sends ``[0, bisect_right(latest_at, t))``."""
+
+    def build(self, events: list[MessageEvent]) -> None:
+        low = 1 << 62
+        out = [0] * len(self.ids)
+        for k in range(len(self.ids) - 1, -1, -1):
+            t = _time(events[self.ids[k]])
+            low = min(low, -1 if t is None else t)
+            out[k] = low
+        self.latest_at = out
+
+    def before(self, t: int | None) -> Sequence[int]:
+        if t is None:
+            return self.ids
+        return Prefix(self.ids, bisect_right(self.latest_at, t))
+
+
+def _time(ev: MessageEvent) -> int | None:
+    t = ev.meta.get("t") if ev.meta else None
+    return t if isinstance(t, int) else None
+
+
+def _remote(channel: str, direction: str) -> tuple[str, str] | None:
+    """(local, remote) address of a stream channel ``SRC>DST``; None for a socket pair."""
+    src, sep, dst = channel.partition(">")
+    if not sep:
+        return None
+    return (src, dst) if direction == "send" else (dst, src)
+
+
+Group = tuple[str, list[int], list[int], list[tuple[str, str]]]
+"""A relay's traffic: (kind, send ids, receive ids, the matching's group keys)."""
+
+
+def find_relays(
+    groups: Mapping[tuple[str, str], tuple[list[int], list[int]]],
+    proc_of: list[int],
+) -> dict[str, Group]:
+    """The relays among the stream groups of a matching, by address.
+
+    The ids of each side are in increasing order (a process's events are one
+    range of ids, in clock order).
+    """
+    local: set[str] = set()
+    remote_of: dict[tuple[str, str], str] = {}
+    for (kind, channel), (sends, recvs) in groups.items():
+        if kind not in STREAM_KINDS:
+            continue
+        for direction, ids in (("send", sends), ("recv", recvs)):
+            if ids:
+                ends = _remote(channel, direction)
+                if ends is not None:
+                    local.add(ends[0])
+                    remote_of[(kind, channel)] = ends[1]
+    by_address: dict[str, tuple[str, list[int], list[int], set[int]]] = {}
+    keys_of: dict[str, list[tuple[str, str]]] = defaultdict(list)
+    for key, address in remote_of.items():
+        if address in local:
+            continue
+        sends, recvs = groups[key]
+        entry = by_address.get(address)
+        if entry is None:
+            entry = by_address[address] = (key[0], [], [], set())
+        entry[1].extend(sends)
+        entry[2].extend(recvs)
+        entry[3].update(proc_of[i] for i in sends)
+        entry[3].update(proc_of[i] for i in recvs)
+        keys_of[address].append(key)
+    out: dict[str, Group] = {}
+    for address, (kind, sends, recvs, procs) in by_address.items():
+        if len(procs) < 2 or not sends or not recvs:
+            continue  # one process: its own clock orders its traffic already
+        sends.sort()
+        recvs.sort()
+        out[address] = (kind, sends, recvs, keys_of[address])
+    return out
+
+
+def _exact_send(ev: MessageEvent) -> bool:
+    """Whether a send takes no part in the safe rule (module docstring)."""
+    cmds = ev.meta.get("cmds") if ev.meta else None
+    return isinstance(cmds, list) and all(c in EXACT_COMMANDS for c in cmds)
+
+
+def _fps(ev: MessageEvent) -> list[object] | None:
+    fps = ev.meta.get("fps") if ev.meta else None
+    return fps if isinstance(fps, list) else None
+
+
+@dataclass(slots=True)
+class RelayEdges:
+    """What :func:`relay_edges` adds to a matching."""
+
+    edges: list[tuple[int, int]] = field(default_factory=list)
+    uncertain: list[tuple[int, tuple[Sequence[int], ...]]] = field(default_factory=list)
+    relay_of: dict[int, str] = field(default_factory=dict)
+    """Receive id → address of the relay it came through (for explanations)."""
+
+
+def relay_edges(
+    address: str,
+    kind: str,
+    sends: list[int],
+    recvs: list[int],
+    events: list[MessageEvent],
+    proc_of: list[int],
+    keys: Sequence[str],
+    processes: Mapping[str, ProcessInfo] | None,
+    out: RelayEdges,
+) -> RelayInfo:
+    """Order every receive from one relay after the sends that may have reached it."""
+    hosts = [processes[k].host if processes and k in processes else None for k in keys]
+    resp = any(ev.meta and "cmds" in ev.meta for ev in (events[s] for s in sends))
+    safe: dict[int, _Chain] = defaultdict(_Chain)  # sends under the safe rule, per process
+    every: dict[int, _Chain] = defaultdict(_Chain)  # every send, per process
+    by_fp: dict[object, dict[int, _Chain]] = defaultdict(lambda: defaultdict(_Chain))
+    info = RelayInfo(address, kind, "redis" if resp else None,
+                     sorted({keys[proc_of[i]] for i in (*sends, *recvs)}),
+                     sends=len(sends), recvs=len(recvs))
+    for s in sends:
+        ev = events[s]
+        p = proc_of[s]
+        info.bytes_sent += ev.end - ev.start
+        every[p].ids.append(s)
+        if not _exact_send(ev):
+            safe[p].ids.append(s)
+        for fp in _fps(ev) or ():
+            by_fp[fp][p].ids.append(s)
+    for chains in (safe, every, *by_fp.values()):
+        for chain in chains.values():
+            chain.build(events)
+    for r in recvs:
+        ev = events[r]
+        p = proc_of[r]
+        info.bytes_received += ev.end - ev.start
+        t = _time(ev)
+        fps = _fps(ev)
+        rule = safe if fps is not None else every  # unparsed bytes: every send may be in it
+        cands: list[Sequence[int]] = []
+        timed = True
+        for x, chain in rule.items():
+            if x == p:
+                continue
+            same_clock = t is not None and hosts[x] is not None and hosts[x] == hosts[p]
+            chosen = chain.before(t if same_clock else None)
+            timed = timed and same_clock
+            if len(chosen):
+                cands.append(chosen)
+        exact: list[Sequence[int]] = []
+        for fp in dict.fromkeys(fps or ()):
+            for x, chain in by_fp.get(fp, {}).items():
+                if x == p:
+                    continue
+                same_clock = t is not None and hosts[x] is not None and hosts[x] == hosts[p]
+                chosen = chain.before(t if same_clock else None)
+                timed = timed and same_clock
+                if len(chosen):
+                    exact.append(chosen)
+        if not cands and not exact:
+            continue  # nothing was sent to it before: external, as before
+        out.relay_of[r] = address
+        if not cands and len(exact) == 1 and timed:
+            # sent before the receive returned, by the only producer of that payload: a
+            # certain edge (untimed, the send might be causally after: left to the sweep)
+            out.edges.append((exact[0][len(exact[0]) - 1], r))
+            info.exact += 1
+            continue
+        out.uncertain.append((r, (*cands, *exact)))
+        info.relayed += 1
+        if not timed:
+            info.untimed += 1
+    return info
+
+
+def disabled_notes(relays: Collection[RelayInfo]) -> list[str]:
+    """Problem lines for relays the user turned off."""
+    return [f"relay {info.label} turned off (--no-relay): its {info.recvs} receives order "
+            "nothing, so impact does not pass through it" for info in relays if info.disabled]
+
+
+def carried(
+    relay_of: Mapping[int, str],
+    sources: Mapping[int, Sequence[int]],
+    extra: Sequence[tuple[int, int]],
+    events: list[MessageEvent],
+    proc_of: list[int],
+    starts: Mapping[int, int],
+) -> list[str]:
+    """Addresses of the relays that an impact passed through (sorted).
+
+    A relay carried the impact when one of its receives, at or after the impact
+    start of its process, is ordered after a send made at or after the impact
+    start of the sender's process.
+    """
+    more: dict[int, list[int]] = defaultdict(list)
+    for s, r in extra:
+        if r in relay_of:
+            more[r].append(s)
+    found: set[str] = set()
+    for r, address in relay_of.items():
+        if address in found:
+            continue
+        start = starts.get(proc_of[r])
+        if start is None or events[r].clock < start:
+            continue
+        for s in (*sources.get(r, ()), *more.get(r, ())):
+            sent_from = starts.get(proc_of[s])
+            if sent_from is not None and events[s].clock >= sent_from:
+                found.add(address)
+                break
+    return sorted(found)
