@@ -26,7 +26,15 @@ if TYPE_CHECKING:
 JSON_SCHEMA = 1
 
 
+def _keep_no_relay(ctx: click.Context, _param: click.Parameter, value: tuple[str, ...]) -> None:
+    ctx.meta["distea.no_relay"] = value
+
+
 def run_option[F: Callable[..., Any]](func: F) -> F:
+    func = click.option("--no-relay", "no_relay", multiple=True, metavar="ADDR",
+                        expose_value=False, callback=_keep_no_relay,
+                        help="Do not treat the untraced server at ADDR (as `distea show` "
+                             "lists it) as a relay: its receives then order nothing.")(func)
     func = click.option("--json", "as_json", is_flag=True,
                         help="Print one JSON object (see docs/json-output.md).")(func)
     return click.option("--run", "run_dir", type=click.Path(path_type=Path), default=None,
@@ -68,8 +76,10 @@ def _load(run_dir: Path | None) -> Run:
     from distea.analyzer.run import Run
     from distea.traceformat import latest_run
 
+    context = click.get_current_context(silent=True)
+    no_relay = context.meta.get("distea.no_relay", ()) if context is not None else ()
     with _errors():
-        run = Run.load(run_dir if run_dir is not None else latest_run())
+        run = Run.load(run_dir if run_dir is not None else latest_run(), no_relay)
         run.order  # noqa: B018 - order now so that a cycle is reported as an error here
     return run
 
@@ -100,12 +110,21 @@ def _messages_json(run: Run) -> dict[str, Any]:
         "unmatched_sends": m.unmatched_sends,
         "external": m.external,
         "ambiguous": m.ambiguous,
+        "relayed": m.relayed,
         "by_kind": {
             kind: {"sends": c.sends, "recvs": c.recvs, "matched": c.matched,
                    "unmatched_sends": c.unmatched_sends, "external": c.external,
-                   "ambiguous": c.ambiguous}
+                   "ambiguous": c.ambiguous, "relayed": c.relayed}
             for kind, c in sorted(m.by_kind.items())
         },
+        "relays": [
+            {"address": r.address, "kind": r.kind, "protocol": r.protocol,
+             "processes": r.processes, "sends": r.sends, "recvs": r.recvs,
+             "bytes_sent": r.bytes_sent, "bytes_received": r.bytes_received,
+             "relayed": r.relayed, "exact": r.exact, "untimed": r.untimed,
+             "disabled": r.disabled}
+            for r in m.relays
+        ],
     }
 
 
@@ -179,6 +198,7 @@ def impact_json(run: Run, res: ImpactResult) -> dict[str, Any]:
             for key in _ordered_keys(run, res.starts)
         ],
         "messages": _messages_json(run),
+        "through_relays": [r.address for r in run.relays_carrying(res)],
         "problems": run.problems,
     }
 
@@ -216,6 +236,10 @@ def impact(queries: tuple[str, ...], diff_rev: str | None, repo: Path | None,
                   f"(distea {res.size})")
     _method_tables(console, run, res.impacted, res.starts, "impact from clock",
                    None if show_all else 25)
+    for relay in run.relays_carrying(res):
+        console.print(f"impact passes through {relay.label}, not observed inside "
+                      "(relay rule; --no-relay " + relay.address + " turns it off)",
+                      style="yellow")
     _print_problems(console, run)
     target = next((n for n in res.method_names if n not in res.methods), None)
     if target:
@@ -384,6 +408,24 @@ def methods(pattern: str | None, run_dir: Path | None, as_json: bool) -> None:
 # -- show --------------------------------------------------------------------
 
 
+def _print_relays(console: Console, run: Run, relays: list[dict[str, Any]]) -> None:
+    """Untraced servers in the middle, with their traffic."""
+    if not relays:
+        return
+    table = Table(title="untraced servers in the middle (relays: not observed inside)",
+                  title_justify="left")
+    for col in ("address", "protocol", "processes", "sends", "recvs", "bytes out/in",
+                "relayed", "exact", "state"):
+        table.add_column(col, justify="left" if col in ("address", "protocol", "state")
+                         else "right")
+    for r in relays:
+        table.add_row(r["address"], r["protocol"] or "?", str(len(r["processes"])),
+                      str(r["sends"]), str(r["recvs"]),
+                      f"{r['bytes_sent']}/{r['bytes_received']}", str(r["relayed"]),
+                      str(r["exact"]), "off (--no-relay)" if r["disabled"] else "relay")
+    console.print(table)
+
+
 def show_json(run: Run) -> dict[str, Any]:
     procs = []
     for key in _ordered_keys(run, run.processes):
@@ -447,5 +489,6 @@ def show(run_dir: Path | None, as_json: bool) -> None:
             kinds.add_row(kind, str(c["sends"]), str(c["recvs"]), str(c["matched"]),
                           str(c["ambiguous"]), str(c["external"]), str(c["unmatched_sends"]))
         console.print(kinds)
+    _print_relays(console, run, msg["relays"])
     _print_problems(console, run, limit=None)
     _hint(console, "distea methods   |   distea impact METHOD")
