@@ -19,8 +19,9 @@ from distea.analyzer.matching import Matching, match
 from distea.analyzer.order import Order, compute_order
 from distea.analyzer.relays import RelayInfo, carried
 from distea.analyzer.resolve import QueryError, diff_methods, resolve, resolve_all
-from distea.model import Execution, MessageEvent, Method, ProcessInfo, RunData
+from distea.model import Execution, MessageEvent, Method, ProcessInfo, RunData, UntracedChild
 from distea.traceformat import load_run
+from distea.wire import NOT_PYTHON
 
 if TYPE_CHECKING:
     import networkx as nx
@@ -91,7 +92,16 @@ class Run:
     def problems(self) -> list[str]:
         """Everything lost or doubtful: loading problems, untraced children, matching notes."""
         out = list(self.data.problems)
+        others = self.not_python
+        if others:
+            names = sorted({c.reason[len(NOT_PYTHON):].strip(" ()") for c in others})
+            out.append(f"{len(others)} child process(es) are not Python and were not traced ("
+                       + ", ".join(names[:6]) + (" …" if len(names) > 6 else "") + "): what "
+                       "they do inside is not observed; traffic through a server among them "
+                       "is ordered as a relay")
         for child in self.data.untraced:
+            if child.reason.startswith(NOT_PYTHON):
+                continue
             out.append(f"child {child.pid} ({' '.join(child.argv)[:60]}) of {child.parent} "
                        f"was not traced: {child.reason}")
         m = self.matching
@@ -109,6 +119,11 @@ class Run:
         out.extend(m.notes)
         out.extend(self.order.notes)
         return out
+
+    @property
+    def not_python(self) -> list[UntracedChild]:
+        """Children that are not Python programs (servers, databases, shells): not traced."""
+        return [c for c in self.data.untraced if c.reason.startswith(NOT_PYTHON)]
 
     def label(self, key: str) -> str:
         """``role (pid N)`` for a process key."""

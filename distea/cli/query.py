@@ -408,6 +408,21 @@ def methods(pattern: str | None, run_dir: Path | None, as_json: bool) -> None:
 # -- show --------------------------------------------------------------------
 
 
+def _print_not_python(console: Console, run: Run) -> None:
+    """Children that are no Python program: named, never traced."""
+    children = run.not_python
+    if not children:
+        return
+    table = Table(title="children that are not Python (not traced)", title_justify="left")
+    for col in ("pid", "program", "started by", "command"):
+        table.add_column(col, justify="right" if col == "pid" else "left")
+    for child in children:
+        program = Path(child.argv[0]).name if child.argv else "?"
+        table.add_row(str(child.pid), program, run.label(child.parent),
+                      " ".join(child.argv)[:60])
+    console.print(table)
+
+
 def _print_relays(console: Console, run: Run, relays: list[dict[str, Any]]) -> None:
     """Untraced servers in the middle, with their traffic."""
     if not relays:
@@ -490,5 +505,6 @@ def show(run_dir: Path | None, as_json: bool) -> None:
                           str(c["ambiguous"]), str(c["external"]), str(c["unmatched_sends"]))
         console.print(kinds)
     _print_relays(console, run, msg["relays"])
+    _print_not_python(console, run)
     _print_problems(console, run, limit=None)
     _hint(console, "distea methods   |   distea impact METHOD")
