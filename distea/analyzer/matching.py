@@ -232,7 +232,8 @@ def _relays(m: Matching, groups: dict[tuple[str, str], tuple[list[int], list[int
             processes: Mapping[str, ProcessInfo] | None, no_relay: Collection[str]) -> None:
     """Take the streams to relays out of ``groups`` and order them by the relay rule."""
     out = relay_rule.RelayEdges()
-    for address, (kind, sends, recvs, keys) in relay_rule.find_relays(groups, m.proc_of).items():
+    for address, (kind, sends, recvs, keys) in relay_rule.find_relays(groups, m.events,
+                                                                        m.proc_of).items():
         info = relay_rule.relay_edges(address, kind, sends, recvs, m.events, m.proc_of,
                                       m.process_keys, processes, out)
         m.relays.append(info)

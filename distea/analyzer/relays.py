@@ -163,24 +163,27 @@ Group = tuple[str, list[int], list[int], list[tuple[str, str]]]
 
 def find_relays(
     groups: Mapping[tuple[str, str], tuple[list[int], list[int]]],
+    events: list[MessageEvent],
     proc_of: list[int],
 ) -> dict[str, Group]:
     """The relays among the stream groups of a matching, by address.
 
-    The ids of each side are in increasing order (a process's events are one
-    range of ids, in clock order).
+    A group with sends and receives is a connection between traced processes
+    (both its ends are theirs). The ids of each side are in increasing order (a
+    process's events are one range of ids, in clock order).
     """
     local: set[str] = set()
     remote_of: dict[tuple[str, str], str] = {}
-    for (kind, channel), (sends, recvs) in groups.items():
-        if kind not in STREAM_KINDS:
+    for key, (sends, recvs) in groups.items():
+        if key[0] not in STREAM_KINDS:
             continue
         for direction, ids in (("send", sends), ("recv", recvs)):
-            if ids:
-                ends = _remote(channel, direction)
+            if ids:  # the channel as recorded (a group is named by its receiving end)
+                ends = _remote(events[ids[0]].channel, direction)
                 if ends is not None:
                     local.add(ends[0])
-                    remote_of[(kind, channel)] = ends[1]
+                    if not (sends and recvs):
+                        remote_of[key] = ends[1]
     by_address: dict[str, tuple[str, list[int], list[int], set[int]]] = {}
     keys_of: dict[str, list[tuple[str, str]]] = defaultdict(list)
     for key, address in remote_of.items():
