@@ -26,16 +26,17 @@ process: a relay costs ``receives * processes`` entries, never
 ``receives * sends``.
 
 **Exact where the content shows the path** (Redis, :mod:`distea.tracer.channels.resp`):
-a send whose commands all carry a message by value (LPUSH, RPUSH, XADD,
-PUBLISH, ...) or only read (GET, BRPOP, SUBSCRIBE, ...) takes no part in
-the safe rule: its payloads reach exactly the receives that carry the same
-payload fingerprint (``meta["fps"]``), which are ordered after the latest
-such send of each producer. Writes that others may read in another shape
-(SET, HSET, SADD, INCR, scripts, unknown commands) stay under the safe rule,
-and so does every send or receive whose bytes could not be parsed.
-Precision cost of the simplification: the side effects of a message command
-that another client can observe without receiving the message (LLEN of the
-list, a key's existence) are not followed.
+the tracer reads the commands and replies of a Redis connection. A message
+carried by value (LPUSH, RPUSH, XADD, PUBLISH) reaches exactly the receives
+that carry the same payload fingerprint (``meta["fps"]``): they are ordered
+after the latest such send of each producer, and the push takes no part in
+the safe rule. Other writes reach only the receives whose replies read a key
+they wrote (``meta["w"]`` on a send, ``meta["r"]`` on a receive; ``-1``: any
+key — a script, an unknown command, a reply the tracer could not place).
+Where a send or receive could not be parsed it has no ``w``/``r`` and the
+safe rule holds for it in full. Precision cost of the shortcut, and its
+limit: what a client can observe of a message command without receiving
+the message (the list's length, the number of subscribers) is not followed.
 """
 
 from __future__ import annotations
@@ -49,21 +50,8 @@ from distea.model import MessageEvent, ProcessInfo
 
 STREAM_KINDS = frozenset({"tcp", "unix", "ssl"})
 
-EXACT_COMMANDS = frozenset({
-    # carry a message by value to whoever reads it (fingerprinted by the tracer)
-    "LPUSH", "RPUSH", "LPUSHX", "RPUSHX", "PUBLISH", "SPUBLISH", "XADD",
-    # change nothing another client can read, or consume a message it then carries
-    "GET", "MGET", "GETRANGE", "STRLEN", "EXISTS", "TYPE", "TTL", "PTTL", "KEYS", "SCAN",
-    "HGET", "HMGET", "HGETALL", "HKEYS", "HVALS", "HLEN", "HEXISTS", "HSCAN",
-    "LRANGE", "LLEN", "LINDEX", "SMEMBERS", "SISMEMBER", "SCARD", "SSCAN",
-    "ZRANGE", "ZRANGEBYSCORE", "ZSCORE", "ZCARD", "ZSCAN", "XRANGE", "XREVRANGE", "XLEN",
-    "XREAD", "BRPOP", "BLPOP", "RPOP", "LPOP",
-    "SUBSCRIBE", "PSUBSCRIBE", "SSUBSCRIBE", "UNSUBSCRIBE", "PUNSUBSCRIBE",
-    "SUNSUBSCRIBE", "PING", "ECHO", "SELECT", "AUTH", "HELLO", "CLIENT", "INFO",
-    "COMMAND", "TIME", "MULTI", "EXEC", "DISCARD", "WATCH", "UNWATCH", "QUIT", "RESET",
-    "READONLY", "READWRITE", "DBSIZE",
-})
-"""Redis commands that take no part in the safe rule (module docstring)."""
+ANY = -1
+"""A key fingerprint that stands for every key (as the tracer writes it)."""
 
 
 @dataclass(slots=True)
@@ -208,10 +196,12 @@ def find_relays(
     return out
 
 
-def _exact_send(ev: MessageEvent) -> bool:
-    """Whether a send takes no part in the safe rule (module docstring)."""
-    cmds = ev.meta.get("cmds") if ev.meta else None
-    return isinstance(cmds, list) and all(c in EXACT_COMMANDS for c in cmds)
+def _keys(ev: MessageEvent, name: str) -> set[object] | None:
+    """The keys a send wrote (``w``) or a receive read (``r``); None: unknown, any key."""
+    keys = ev.meta.get(name) if ev.meta else None
+    if not isinstance(keys, list) or ANY in keys:
+        return None
+    return set(keys)
 
 
 def _fps(ev: MessageEvent) -> list[object] | None:
@@ -243,8 +233,10 @@ def relay_edges(
     """Order every receive from one relay after the sends that may have reached it."""
     hosts = [processes[k].host if processes and k in processes else None for k in keys]
     resp = any(ev.meta and "cmds" in ev.meta for ev in (events[s] for s in sends))
-    safe: dict[int, _Chain] = defaultdict(_Chain)  # sends under the safe rule, per process
     every: dict[int, _Chain] = defaultdict(_Chain)  # every send, per process
+    writers: dict[int, _Chain] = defaultdict(_Chain)  # sends that write some key (or may)
+    any_key: dict[int, _Chain] = defaultdict(_Chain)  # sends that may write any key
+    by_key: dict[object, dict[int, _Chain]] = defaultdict(lambda: defaultdict(_Chain))
     by_fp: dict[object, dict[int, _Chain]] = defaultdict(lambda: defaultdict(_Chain))
     info = RelayInfo(address, kind, "redis" if resp else None,
                      sorted({keys[proc_of[i]] for i in (*sends, *recvs)}),
@@ -254,11 +246,17 @@ def relay_edges(
         p = proc_of[s]
         info.bytes_sent += ev.end - ev.start
         every[p].ids.append(s)
-        if not _exact_send(ev):
-            safe[p].ids.append(s)
+        written = _keys(ev, "w")
+        if written is None:
+            writers[p].ids.append(s)
+            any_key[p].ids.append(s)
+        elif written:
+            writers[p].ids.append(s)
+            for key in written:
+                by_key[key][p].ids.append(s)
         for fp in _fps(ev) or ():
             by_fp[fp][p].ids.append(s)
-    for chains in (safe, every, *by_fp.values()):
+    for chains in (every, writers, any_key, *by_key.values(), *by_fp.values()):
         for chain in chains.values():
             chain.build(events)
     for r in recvs:
@@ -267,17 +265,26 @@ def relay_edges(
         info.bytes_received += ev.end - ev.start
         t = _time(ev)
         fps = _fps(ev)
-        rule = safe if fps is not None else every  # unparsed bytes: every send may be in it
+        read = _keys(ev, "r")
+        # which sends of each process may have changed what this receive carries
+        rules: list[dict[int, _Chain]]
+        if fps is None or not (ev.meta and isinstance(ev.meta.get("r"), list)):
+            rules = [every]  # bytes not understood: every send may be in them
+        elif read is None:
+            rules = [writers]
+        else:
+            rules = [any_key, *(by_key[k] for k in read if k in by_key)]
         cands: list[Sequence[int]] = []
         timed = True
-        for x, chain in rule.items():
-            if x == p:
-                continue
-            same_clock = t is not None and hosts[x] is not None and hosts[x] == hosts[p]
-            chosen = chain.before(t if same_clock else None)
-            timed = timed and same_clock
-            if len(chosen):
-                cands.append(chosen)
+        for rule in rules:
+            for x, chain in rule.items():
+                if x == p:
+                    continue
+                same_clock = t is not None and hosts[x] is not None and hosts[x] == hosts[p]
+                chosen = chain.before(t if same_clock else None)
+                timed = timed and same_clock
+                if len(chosen):
+                    cands.append(chosen)
         exact: list[Sequence[int]] = []
         for fp in dict.fromkeys(fps or ()):
             for x, chain in by_fp.get(fp, {}).items():

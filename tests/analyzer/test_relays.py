@@ -27,15 +27,15 @@ def _store_run(tmp_path: Path, b_host: str = "h") -> Path:
     b = TraceBuilder(tmp_path / "run")
     a = b.process("A")
     a.run("app.produce", first=1, last=3)
-    a.send(2, "tcp", A_OUT, 0, 10, t=100, cmds=["SET"])
-    a.recv(3, "tcp", A_IN, 0, 5, t=101, fps=[])
+    a.send(2, "tcp", A_OUT, 0, 10, t=100, cmds=["SET"], w=[7])
+    a.recv(3, "tcp", A_IN, 0, 5, t=101, fps=[], r=[7])
     b_proc = b.process("B", host=b_host)
     b_proc.run("app.before", first=1, last=4)
-    b_proc.send(2, "tcp", B_OUT, 0, 8, t=40, cmds=["GET"])
-    b_proc.recv(5, "tcp", B_IN, 0, 5, t=50, fps=[])
+    b_proc.send(2, "tcp", B_OUT, 0, 8, t=40, cmds=["GET"], w=[])
+    b_proc.recv(5, "tcp", B_IN, 0, 5, t=50, fps=[], r=[7])
     b_proc.run("app.mid", first=6, last=6)
-    b_proc.send(7, "tcp", B_OUT, 8, 16, t=140, cmds=["GET"])
-    b_proc.recv(8, "tcp", B_IN, 5, 20, t=150, fps=[77])
+    b_proc.send(7, "tcp", B_OUT, 8, 16, t=140, cmds=["GET"], w=[])
+    b_proc.recv(8, "tcp", B_IN, 5, 20, t=150, fps=[77], r=[7])
     b_proc.run("app.after", first=9, last=9)
     return b.write()
 
@@ -79,15 +79,15 @@ def test_a_message_reaches_exactly_the_receive_that_carries_it(tmp_path: Path) -
     b = TraceBuilder(tmp_path / "run")
     a = b.process("A")
     a.run("app.make_job", first=1, last=2)
-    a.send(2, "tcp", A_OUT, 0, 30, t=100, cmds=["CLIENT", "LPUSH"], fps=[555])
-    a.recv(3, "tcp", A_IN, 0, 9, t=101, fps=[])
+    a.send(2, "tcp", A_OUT, 0, 30, t=100, cmds=["CLIENT", "LPUSH"], w=[], fps=[555])
+    a.recv(3, "tcp", A_IN, 0, 9, t=101, fps=[], r=[])
     consumer = b.process("B")
-    consumer.send(1, "tcp", B_OUT, 0, 20, t=10, cmds=["BRPOP"])
-    consumer.recv(2, "tcp", B_IN, 0, 40, t=200, fps=[12, 555])
+    consumer.send(1, "tcp", B_OUT, 0, 20, t=10, cmds=["BRPOP"], w=[])
+    consumer.recv(2, "tcp", B_IN, 0, 40, t=200, fps=[12, 555], r=[12])
     consumer.run("app.handle", first=3, last=3)
     other = b.process("C")
-    other.send(1, "tcp", C_OUT, 0, 20, t=10, cmds=["BRPOP"])
-    other.recv(2, "tcp", C_IN, 0, 5, t=300, fps=[])
+    other.send(1, "tcp", C_OUT, 0, 20, t=10, cmds=["BRPOP"], w=[])
+    other.recv(2, "tcp", C_IN, 0, 5, t=300, fps=[], r=[12])
     other.run("app.idle", first=3, last=3)
     run = distea.load(b.write())
     # A sent nothing under the safe rule (a push and a client command): only the
@@ -97,22 +97,32 @@ def test_a_message_reaches_exactly_the_receive_that_carries_it(tmp_path: Path) -
     assert run.matching.by_kind["tcp"].matched == 1
 
 
-def test_a_write_among_the_commands_keeps_the_safe_rule(tmp_path: Path) -> None:
+def _reader(b: TraceBuilder, role: str, n: int, **reply: object) -> None:
+    """A process that sends a read at t=10 and gets its reply at t=300."""
+    proc = b.process(role)
+    out, back = f"10.0.0.{n}:50{n:02}>{RELAY}", f"{RELAY}>10.0.0.{n}:50{n:02}"
+    if reply:
+        proc.send(1, "tcp", out, 0, 20, t=10, cmds=["GET"], w=[])
+    else:
+        proc.send(1, "tcp", out, 0, 20, t=10)
+    proc.recv(2, "tcp", back, 0, 5, t=300, **reply)
+    proc.run(f"app.{role}", first=3, last=3)
+
+
+def test_a_write_reaches_the_readers_of_its_keys(tmp_path: Path) -> None:
     b = TraceBuilder(tmp_path / "run")
     a = b.process("A")
     a.run("app.make_job", first=1, last=2)
-    a.send(2, "tcp", A_OUT, 0, 30, t=100, cmds=["SADD", "LPUSH"], fps=[555])
-    other = b.process("C")
-    other.send(1, "tcp", C_OUT, 0, 20, t=10, cmds=["BRPOP"])
-    other.recv(2, "tcp", C_IN, 0, 5, t=300, fps=[])
-    other.run("app.idle", first=3, last=3)
-    unparsed = b.process("D")
-    unparsed.send(1, "tcp", f"10.0.0.4:5004>{RELAY}", 0, 20, t=10)
-    unparsed.recv(2, "tcp", f"{RELAY}>10.0.0.4:5004", 0, 5, t=300)
-    unparsed.run("app.raw", first=3, last=3)
+    a.send(2, "tcp", A_OUT, 0, 30, t=100, cmds=["MULTI", "SADD", "LPUSH", "EXEC"], w=[7],
+           fps=[555])
+    _reader(b, "same_key", 3, fps=[], r=[7])  # reads what A wrote: safe rule
+    _reader(b, "other_key", 4, fps=[], r=[8])  # reads another key: nothing from A
+    _reader(b, "any_key", 5, fps=[], r=[-1])  # a reply the tracer could not place
+    _reader(b, "unparsed", 6)  # no w/r/fps at all: bytes not understood
     run = distea.load(b.write())
-    assert _impacted(run, "app.make_job") == {"A": {"app.make_job"}, "C": {"app.idle"},
-                                               "D": {"app.raw"}}
+    assert _impacted(run, "app.make_job") == {
+        "A": {"app.make_job"}, "same_key": {"app.same_key"}, "any_key": {"app.any_key"},
+        "unparsed": {"app.unparsed"}}
 
 
 def test_traced_peers_are_not_relays(tmp_path: Path) -> None:
