@@ -74,7 +74,8 @@ class KindCounts:
     external: int = 0
     unmatched_sends: int = 0
     relayed: int = 0
-    """Receives from an untraced server in the middle, ordered by the relay rule."""
+    """Receives from an untraced server in the middle, ordered by the relay rule (after
+    the sends that may have reached them: perhaps none)."""
 
 
 @dataclass(slots=True)
@@ -248,8 +249,7 @@ def _relays(m: Matching, groups: dict[tuple[str, str], tuple[list[int], list[int
         counts.sends += len(sends)
         counts.recvs += len(recvs)
         counts.matched += info.exact
-        counts.relayed += info.relayed
-        counts.external += len(recvs) - info.exact - info.relayed
+        counts.relayed += len(recvs) - info.exact
     disabled = {r.address for r in m.relays if r.disabled}
     m.edges.extend((s, r) for s, r in out.edges if out.relay_of[r] not in disabled)
     m.uncertain.extend(u for u in out.uncertain if out.relay_of[u[0]] not in disabled)

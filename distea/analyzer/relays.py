@@ -73,6 +73,9 @@ class RelayInfo:
     """Receives ordered after other processes' sends by the safe rule."""
     exact: int = 0
     """Receives paired with their producer's send by payload, nothing else."""
+    unordered: int = 0
+    """Receives that nothing another process sent before can have reached (a reply that
+    reads no key another process wrote before it)."""
     untimed: int = 0
     """Receives ordered without a usable time (another host, no ``meta["t"]``)."""
     disabled: bool = False
@@ -296,7 +299,8 @@ def relay_edges(
                 if len(chosen):
                     exact.append(chosen)
         if not cands and not exact:
-            continue  # nothing was sent to it before: external, as before
+            info.unordered += 1  # nothing another process sent before could be in it
+            continue
         out.relay_of[r] = address
         if not cands and len(exact) == 1 and timed:
             # sent before the receive returned, by the only producer of that payload: a

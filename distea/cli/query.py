@@ -121,7 +121,8 @@ def _messages_json(run: Run) -> dict[str, Any]:
             {"address": r.address, "kind": r.kind, "protocol": r.protocol,
              "processes": r.processes, "sends": r.sends, "recvs": r.recvs,
              "bytes_sent": r.bytes_sent, "bytes_received": r.bytes_received,
-             "relayed": r.relayed, "exact": r.exact, "untimed": r.untimed,
+             "relayed": r.relayed, "exact": r.exact, "unordered": r.unordered,
+             "untimed": r.untimed,
              "disabled": r.disabled}
             for r in m.relays
         ],
@@ -430,14 +431,15 @@ def _print_relays(console: Console, run: Run, relays: list[dict[str, Any]]) -> N
     table = Table(title="untraced servers in the middle (relays: not observed inside)",
                   title_justify="left")
     for col in ("address", "protocol", "processes", "sends", "recvs", "bytes out/in",
-                "relayed", "exact", "state"):
+                "relayed", "exact", "after nothing", "state"):
         table.add_column(col, justify="left" if col in ("address", "protocol", "state")
                          else "right")
     for r in relays:
         table.add_row(r["address"], r["protocol"] or "?", str(len(r["processes"])),
                       str(r["sends"]), str(r["recvs"]),
                       f"{r['bytes_sent']}/{r['bytes_received']}", str(r["relayed"]),
-                      str(r["exact"]), "off (--no-relay)" if r["disabled"] else "relay")
+                      str(r["exact"]), str(r["unordered"]),
+                      "off (--no-relay)" if r["disabled"] else "relay")
     console.print(table)
 
 
@@ -494,7 +496,8 @@ def show(run_dir: Path | None, as_json: bool) -> None:
                   "(process, method) pairs = MCov)")
     console.print(f"messages: {msg['sends']} sends, {msg['recvs']} receives — matched "
                   f"{msg['matched']}, ambiguous {msg['ambiguous']}, external {msg['external']}, "
-                  f"unmatched sends {msg['unmatched_sends']}")
+                  + (f"relayed {msg['relayed']}, " if msg["relayed"] else "")
+                  + f"unmatched sends {msg['unmatched_sends']}")
     if msg["by_kind"]:
         kinds = Table(title="by channel kind", title_justify="left")
         for col in ("kind", "sends", "recvs", "matched", "ambiguous", "external",
