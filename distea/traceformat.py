@@ -43,7 +43,11 @@ Channel conventions (what SEND/RECV carry, per ``kind``):
   sender's and receiver's addresses, identical at both ends for one
   direction; ``start``/``end`` are byte offsets in that direction. A receive
   of [a, b) happens after the send that carried byte b-1. Offsets restarting
-  at 0 on the same channel mean a new connection (generation).
+  at 0 on the same channel mean a new connection (generation). The end that
+  spoke first (a client) adds ``meta["t"]``, CLOCK_MONOTONIC ns (before a
+  send, after a receive), for servers nobody traced (relays); a Redis client
+  adds ``cmds``/``w``/``fps`` to sends and ``fps``/``r`` to receives
+  (docs/channels.md).
 - Process lifecycle: ``proc`` (parent SEND at spawn/fork, child RECV as its
   first event; channel = spawn token, start 0, end 1) and ``exit`` (child SEND
   as its last event, parent RECV when wait/join returns; channel =
