@@ -52,7 +52,9 @@ def test_a_write_reaches_only_receives_after_it_in_time(tmp_path: Path) -> None:
     assert _impacted(run, "app.produce") == {"A": {"app.produce"}, "B": {"app.after"}}
     [relay] = run.relays
     assert (relay.address, relay.protocol, relay.relayed, relay.exact) == (RELAY, "redis", 1, 0)
-    assert run.matching.relayed == 1
+    # A's own reply and B's early one follow no other process's write: "after nothing",
+    # yet all three receives are from the relay (not external)
+    assert relay.unordered == 2 and run.matching.relayed == 3 and run.matching.external == 0
     exp = run.explain("app.produce", "app.after")
     assert exp.impacted and any(f"untraced server at {RELAY}" in s.detail for s in exp.steps)
     assert [r.address for r in run.relays_carrying(run.impact("app.produce"))] == [RELAY]
