@@ -112,10 +112,13 @@ class Run:
             out.append(f"{m.ambiguous} receives could not be paired with one send; each is "
                        "ordered after every candidate send (safe, less precise)")
         for relay in m.relays:
-            if not relay.disabled and relay.relayed:
-                out.append(f"{relay.relayed} receives from {relay.label} (untraced, not observed "
-                           "inside) are ordered after every earlier send to it by another "
-                           "process (relay rule: safe, less precise)")
+            if relay.disabled or not relay.relayed:
+                continue
+            which = ("the earlier sends of other processes that may have reached them (writes "
+                     "of the keys they read, by the Redis reader)" if relay.protocol == "redis"
+                     else "every earlier send to it by another process")
+            out.append(f"{relay.relayed} receives from {relay.label} (untraced, not observed "
+                       f"inside) are ordered after {which}: relay rule, safe, less precise")
         out.extend(m.notes)
         out.extend(self.order.notes)
         return out
