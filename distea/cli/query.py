@@ -114,7 +114,7 @@ def _messages_json(run: Run) -> dict[str, Any]:
         "by_kind": {
             kind: {"sends": c.sends, "recvs": c.recvs, "matched": c.matched,
                    "unmatched_sends": c.unmatched_sends, "external": c.external,
-                   "ambiguous": c.ambiguous, "relayed": c.relayed}
+                   "ambiguous": c.ambiguous, **({"relayed": c.relayed} if c.relayed else {})}
             for kind, c in sorted(m.by_kind.items())
         },
         "relays": [
