@@ -245,6 +245,9 @@ def test_celery_tasks_reach_the_worker_child_that_ran_them(
     for key in ran:
         assert {"tasks.add", "tasks.combine"} <= set(res.impacted.get(key, ())), key
     assert [r.address for r in run.relays_carrying(res)] == [address]
+    # each of the 4 task messages: the driver's LPUSH pairs exactly with the worker's BRPOP
+    # reply that carries it (nobody else wrote the keys BRPOP reads)
+    assert run.relays[0].exact >= 4
     explained = subprocess.run(
         [str(DISTEA), "explain", "--run", str(traced.run_dir), "driver.make_args",
          "tasks.combine"], capture_output=True, text=True, cwd=tmp_path)
