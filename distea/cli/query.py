@@ -424,7 +424,7 @@ def _print_not_python(console: Console, run: Run) -> None:
     console.print(table)
 
 
-def _print_relays(console: Console, run: Run, relays: list[dict[str, Any]]) -> None:
+def _print_relays(console: Console, relays: list[dict[str, Any]]) -> None:
     """Untraced servers in the middle, with their traffic."""
     if not relays:
         return
@@ -507,7 +507,7 @@ def show(run_dir: Path | None, as_json: bool) -> None:
             kinds.add_row(kind, str(c["sends"]), str(c["recvs"]), str(c["matched"]),
                           str(c["ambiguous"]), str(c["external"]), str(c["unmatched_sends"]))
         console.print(kinds)
-    _print_relays(console, run, msg["relays"])
+    _print_relays(console, msg["relays"])
     _print_not_python(console, run)
     _print_problems(console, run, limit=None)
     _hint(console, "distea methods   |   distea impact METHOD")
