@@ -37,6 +37,9 @@ Where a send or receive could not be parsed it has no ``w``/``r`` and the
 safe rule holds for it in full. Precision cost of the shortcut, and its
 limit: what a client can observe of a message command without receiving
 the message (the list's length, the number of subscribers) is not followed.
+AMQP 0-9-1 (:mod:`distea.tracer.channels.amqp`) is read the same way: a
+published body reaches the delivery that carries it; exchange and queue
+methods write (and their replies read) any key.
 """
 
 from __future__ import annotations
@@ -62,7 +65,7 @@ class RelayInfo:
     kind: str
     """``tcp``, ``unix`` or ``ssl`` (the first seen)."""
     protocol: str | None
-    """``redis`` where its clients spoke RESP, else None."""
+    """``redis`` or ``amqp`` where its clients' bytes were read, else None."""
     processes: list[str]
     """Keys of the traced processes that talk to it."""
     sends: int = 0
@@ -235,13 +238,16 @@ def relay_edges(
 ) -> RelayInfo:
     """Order every receive from one relay after the sends that may have reached it."""
     hosts = [processes[k].host if processes and k in processes else None for k in keys]
-    resp = any(ev.meta and "cmds" in ev.meta for ev in (events[s] for s in sends))
+    protocol = next((str(ev.meta["p"]) for ev in (events[s] for s in sends)
+                     if ev.meta and "p" in ev.meta), None)
+    if protocol is None and any(ev.meta and "cmds" in ev.meta for ev in (events[s] for s in sends)):
+        protocol = "redis"
     every: dict[int, _Chain] = defaultdict(_Chain)  # every send, per process
     writers: dict[int, _Chain] = defaultdict(_Chain)  # sends that write some key (or may)
     any_key: dict[int, _Chain] = defaultdict(_Chain)  # sends that may write any key
     by_key: dict[object, dict[int, _Chain]] = defaultdict(lambda: defaultdict(_Chain))
     by_fp: dict[object, dict[int, _Chain]] = defaultdict(lambda: defaultdict(_Chain))
-    info = RelayInfo(address, kind, "redis" if resp else None,
+    info = RelayInfo(address, kind, protocol,
                      sorted({keys[proc_of[i]] for i in (*sends, *recvs)}),
                      sends=len(sends), recvs=len(recvs))
     for s in sends:

@@ -140,3 +140,17 @@ def test_traced_peers_are_not_relays(tmp_path: Path) -> None:
     run = distea.load(b.write())
     assert run.relays == []
     assert run.matching.external == 1
+
+
+def test_a_broker_body_reaches_its_consumer_and_names_the_protocol(tmp_path: Path) -> None:
+    b = TraceBuilder(tmp_path / "run")
+    a = b.process("A")
+    a.run("app.publish", first=1, last=2)
+    a.send(2, "tcp", A_OUT, 0, 30, t=100, p="amqp", cmds=["60.40"], w=[], fps=[9])
+    consumer = b.process("B")
+    consumer.send(1, "tcp", B_OUT, 0, 20, t=10, p="amqp", cmds=["60.20"], w=[])
+    consumer.recv(2, "tcp", B_IN, 0, 40, t=200, fps=[9], r=[])
+    consumer.run("app.on_message", first=3, last=3)
+    run = distea.load(b.write())
+    assert _impacted(run, "app.publish") == {"A": {"app.publish"}, "B": {"app.on_message"}}
+    assert (run.relays[0].protocol, run.relays[0].exact) == ("amqp", 1)

@@ -1,4 +1,4 @@
-"""The Redis protocol reader of the tracer, on hand-written RESP bytes.
+"""The protocol readers of the tracer (Redis RESP, AMQP 0-9-1), on hand-written bytes.
 
 Expected values are worked out by hand: fingerprints are ``(len << 32) |
 crc32``, and a reply reads the keys of the command it answers.
@@ -24,7 +24,7 @@ def test_commands_name_their_writes_and_messages_even_split_across_sends() -> No
     data = command(b"LPUSH", b"jobs", b"job-1") + command(b"set", b"k", b"v")
     first: dict[str, object] = {}
     stream.sent(data, 10, first)  # the first 10 bytes complete nothing
-    assert first == {"cmds": [], "w": []}
+    assert first == {"p": "redis", "cmds": [], "w": []}  # the first send names the protocol
     rest: dict[str, object] = {}
     stream.sent(data[10:], len(data) - 10, rest)
     assert rest == {"cmds": ["LPUSH", "SET"], "w": [fp(b"k")], "fps": [fp(b"job-1")]}
@@ -79,3 +79,51 @@ def test_bytes_that_are_not_resp_stop_the_reader_for_good() -> None:
     stream.received(b"$1\r\nx\r\n", reply)
     assert reply["r"] == [ANY]
     assert looks_like_resp(command(b"PING")) and not looks_like_resp(b"GET / HTTP/1.1\r\n")
+
+
+# -- AMQP 0-9-1 (RabbitMQ): hand-built frames -----------------------------------
+
+AMQP_HEADER = b"AMQP\x00\x00\x09\x01"
+
+
+def frame(kind: int, channel: int, payload: bytes) -> bytes:
+    return bytes([kind]) + channel.to_bytes(2, "big") + len(payload).to_bytes(4, "big") \
+        + payload + b"\xce"
+
+
+def method(class_id: int, method_id: int, args: bytes = b"") -> bytes:
+    return class_id.to_bytes(2, "big") + method_id.to_bytes(2, "big") + args
+
+
+def content(channel: int, body: bytes, split: int) -> bytes:
+    header = (60).to_bytes(2, "big") + b"\x00\x00" + len(body).to_bytes(8, "big") + b"\x00\x00"
+    return frame(2, channel, header) + frame(3, channel, body[:split]) \
+        + frame(3, channel, body[split:])
+
+
+def test_amqp_publish_and_deliver_carry_the_body_fingerprint() -> None:
+    from distea.tracer.channels.amqp import AmqpStream, looks_like_amqp
+
+    body = b'{"task": "add", "args": [1, 2]}'
+    stream = AmqpStream()
+    sent = AMQP_HEADER + frame(1, 0, method(10, 11)) + frame(1, 1, method(20, 10)) \
+        + frame(1, 1, method(60, 40, b"\x00\x00\x00\x05tasks\x00")) + content(1, body, 7)
+    assert looks_like_amqp(sent)
+    meta: dict[str, object] = {}
+    stream.sent(sent[:30], 30, meta)  # a frame split across sends
+    rest: dict[str, object] = {}
+    stream.sent(sent[30:], len(sent) - 30, rest)
+    assert meta["p"] == "amqp" and "fps" not in meta
+    assert rest["fps"] == [fp(body)] and rest["w"] == []
+    declare: dict[str, object] = {}
+    stream.sent(frame(1, 1, method(50, 10, b"\x00\x00\x05tasks")), 1 << 20, declare)
+    assert declare["w"] == [ANY]  # a queue declared: others may see it in another shape
+    got: dict[str, object] = {}
+    stream.received(frame(1, 1, method(60, 60, b"\x00")) + content(1, body, 3), got)
+    assert got == {"fps": [fp(body)], "r": []}
+    ok: dict[str, object] = {}
+    stream.received(frame(1, 1, method(50, 11, b"\x00")), ok)
+    assert ok == {"fps": [], "r": [ANY]}
+    bad: dict[str, object] = {}
+    stream.received(b"\x01\x00\x01\x00\x00\x00\x01\x00\x00", bad)  # no frame-end octet
+    assert bad == {}

@@ -190,9 +190,11 @@ def _element(buf: bytes, pos: int, strings: list[bytes]) -> int | None:
 class RespStream:
     """Both directions of one client connection to a Redis server."""
 
-    __slots__ = ("awaiting", "incoming", "multi", "outgoing", "subscribed")
+    __slots__ = ("awaiting", "incoming", "multi", "named", "outgoing", "subscribed")
 
     def __init__(self) -> None:
+        self.named = False
+        """Whether a send said ``meta["p"] = "redis"`` already (the first one does)."""
         self.outgoing = RespParser()
         self.incoming = RespParser()
         self.awaiting: deque[list[int]] = deque()
@@ -222,6 +224,9 @@ class RespStream:
                 reads, written = keys_of(args)
                 writes.extend(written)
                 self._expect(name, reads)
+            if not self.named:
+                meta["p"] = "redis"
+                self.named = True
             meta["cmds"] = names
             meta["w"] = writes
             if fps:

@@ -27,6 +27,7 @@ from collections.abc import Callable
 from time import monotonic, monotonic_ns
 from types import ModuleType
 
+from distea.tracer.channels.amqp import AmqpStream, looks_like_amqp
 from distea.tracer.channels.importhooks import IMPORT_HOOKS
 from distea.tracer.channels.patching import Patches
 from distea.tracer.channels.resp import RespStream, looks_like_resp
@@ -51,7 +52,8 @@ class _Stream:
     after a receive returns — with which the analyzer orders traffic through
     an untraced server in the middle (a relay: Redis, a broker, a database),
     whose clients speak first. Servers that read first pay nothing for it.
-    ``resp``: the client side of a Redis connection (:mod:`.resp`).
+    ``resp``: the reader of a Redis or AMQP client connection (:mod:`.resp`,
+    :mod:`.amqp`), or None.
     """
 
     __slots__ = ("incoming", "kind", "outgoing", "received", "resp", "sent", "timed")
@@ -63,7 +65,7 @@ class _Stream:
         self.sent = 0
         self.received = 0
         self.timed = False
-        self.resp: RespStream | None = None
+        self.resp: RespStream | AmqpStream | None = None
 
 
 def _address(addr: Any) -> str:
@@ -181,6 +183,8 @@ class SocketChannel:
                         stream.timed = True  # this end spoke first: a client
                         if name != "sendmsg" and looks_like_resp(data):
                             stream.resp = RespStream()
+                        elif name != "sendmsg" and looks_like_amqp(data):
+                            stream.resp = AmqpStream()
                 if stream is not None:
                     sent = (len(data) if plain_sendall and type(data) is bytes
                             else counted(data, result))
