@@ -43,7 +43,11 @@ Channel conventions (what SEND/RECV carry, per ``kind``):
   sender's and receiver's addresses, identical at both ends for one
   direction; ``start``/``end`` are byte offsets in that direction. A receive
   of [a, b) happens after the send that carried byte b-1. Offsets restarting
-  at 0 on the same channel mean a new connection (generation).
+  at 0 on the same channel mean a new connection (generation). The end that
+  spoke first (a client) adds ``meta["t"]``, CLOCK_MONOTONIC ns (before a
+  send, after a receive), for servers nobody traced (relays); a Redis client
+  adds ``cmds``/``w``/``fps`` to sends and ``fps``/``r`` to receives
+  (docs/channels.md).
 - Pipes (``pipe``): ``channel`` is ``"HOST:pipe:INODE"``, the same at both
   ends; ``start``/``end`` are byte offsets in the pipe's direction as counted
   by the recording process (a forked child goes on from its parent's count).

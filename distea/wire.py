@@ -43,3 +43,8 @@ class Tag(IntEnum):
 def process_file_name(key: str) -> str:
     """File name for a process key (keys hold ``:``, which some tools dislike)."""
     return key.replace(":", "_").replace("/", "_") + PROC_SUFFIX
+
+
+NOT_PYTHON = "not a Python program"
+"""How an UNTRACED record's reason begins for a child that is no Python program
+(``redis-server``, a database): the reason goes on with the executable's name."""

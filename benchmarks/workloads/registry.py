@@ -8,6 +8,7 @@ default scope, and the standard library and site-packages are not.
 from __future__ import annotations
 
 import importlib.util
+import shutil
 import sys
 from dataclasses import dataclass, field
 
@@ -26,6 +27,8 @@ class Workload:
     """Used as a subject of the precision study (every executed method as a query)."""
     needs: tuple[str, ...] = field(default_factory=tuple)
     """Modules that must be importable."""
+    programs: tuple[str, ...] = field(default_factory=tuple)
+    """Programs that must be on PATH (servers the workload starts)."""
 
     def argv(self, quick: bool) -> list[str]:
         args = self.quick_args if quick else self.default_args
@@ -38,6 +41,9 @@ class Workload:
                     return f"{name} not found"
             except ModuleNotFoundError:
                 return f"{name} not found"
+        for program in self.programs:
+            if shutil.which(program) is None:
+                return f"{program} not on PATH"
         return None
 
 
@@ -96,4 +102,7 @@ WORKLOADS: tuple[Workload, ...] = (
     Workload("torch FSDP2 training (2 ranks)", "benchmarks.workloads.torch_training",
              ("--strategy", "fsdp2", "--steps", "100"), ("--strategy", "fsdp2", "--steps", "20"),
              distributed=True, needs=("torch",)),
+    Workload("Celery via Redis round trip (4 processes + redis-server)",
+             "benchmarks.workloads.celery_loop", ("--n", "300"), ("--n", "60"),
+             distributed=True, needs=("celery", "redis"), programs=("redis-server",)),
 )

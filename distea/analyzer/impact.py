@@ -438,8 +438,11 @@ class Analysis:
                 break
             s, r = via
             rev, sev = m.events[r], m.events[s]
+            relay = m.relay_of.get(r)
             steps.append(Step(rev.process, rev.clock, "recv", rev.method,
-                              channel_label(rev)))
+                              channel_label(rev) + (
+                                  f" — through the untraced server at {relay} (a relay, not "
+                                  "observed inside)" if relay is not None else "")))
             steps.append(Step(sev.process, sev.clock, "send", sev.method,
                               channel_label(sev)))
             p, limit = m.proc_of[s], sev.clock

@@ -15,7 +15,7 @@ unicast of the same look is uncertain, never wrongly certain.
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 
 BROADCAST_PREFIX = "*:"
 """Written by the tracer (``datagrams.BROADCAST_PREFIX``); the analyzer never imports it."""
@@ -40,7 +40,7 @@ def split_broadcasts(groups: dict[tuple[str, str], Group]) -> dict[str, list[int
 
 
 def pair_port(edges: list[tuple[int, int]],
-              uncertain: list[tuple[int, tuple[tuple[int, ...], ...]]],
+              uncertain: list[tuple[int, tuple[Sequence[int], ...]]],
               broadcast: list[int], unicast: list[Group],
               pair: Callable[[list[int], list[int]], None]) -> int:
     """Pair one port's receive groups, each with its own unicast sends plus the

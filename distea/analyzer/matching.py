@@ -69,10 +69,11 @@ from __future__ import annotations
 
 from bisect import bisect_right
 from collections import defaultdict
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Collection, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 
 from distea.analyzer import match_pipes
+from distea.analyzer import relays as relay_rule
 from distea.analyzer.match_broadcast import Group, pair_port, port_of, split_broadcasts
 from distea.analyzer.match_files import KIND as FILE_KIND
 from distea.analyzer.match_files import match_files
@@ -97,7 +98,7 @@ SELF_READ_KINDS = frozenset({"mp"})
 """Kinds where one channel name can be a queue that a process both writes and reads."""
 
 Hub = tuple[tuple[int, ...], tuple[int, ...]]
-Uncertain = tuple[int, tuple[tuple[int, ...], ...]]
+Uncertain = tuple[int, tuple[Sequence[int], ...]]
 
 
 @dataclass(slots=True)
@@ -110,6 +111,9 @@ class KindCounts:
     ambiguous: int = 0
     external: int = 0
     unmatched_sends: int = 0
+    relayed: int = 0
+    """Receives from an untraced server in the middle, ordered by the relay rule (after
+    the sends that may have reached them: perhaps none)."""
 
 
 @dataclass(slots=True)
@@ -136,8 +140,13 @@ class Matching:
     ambiguous: int = 0
     external: int = 0
     unmatched_sends: int = 0
+    relayed: int = 0
     by_kind: dict[str, KindCounts] = field(default_factory=dict)
     notes: list[str] = field(default_factory=list)
+    relays: list[relay_rule.RelayInfo] = field(default_factory=list)
+    """Untraced servers in the middle (:mod:`distea.analyzer.relays`), turned off ones too."""
+    relay_of: dict[int, str] = field(default_factory=dict)
+    """Receive id → address of the relay its edges pass through."""
 
     @property
     def sends(self) -> int:
@@ -165,8 +174,13 @@ def match(
     messages: Mapping[str, Sequence[MessageEvent]],
     links: Sequence[ChannelLink] = (),
     processes: Mapping[str, ProcessInfo] | None = None,
+    no_relay: Collection[str] = (),
 ) -> Matching:
-    """Pair every send with its receives; see the module docstring for the rules."""
+    """Pair every send with its receives; see the module docstring for the rules.
+
+    Streams to an untraced server that several processes talk to are relays
+    (:mod:`distea.analyzer.relays`), except the addresses in ``no_relay``.
+    """
     keys = sorted(messages)
     events: list[MessageEvent] = []
     offsets = [0]
@@ -208,6 +222,7 @@ def match(
     marked = {channel: unseen_why(events[group[0][0]].meta)
               for (kind, channel), group in groups.items() if kind == UNSEEN_KIND}
     unseen: dict[tuple[str, str], Unseen] = {}
+    _relays(m, groups, processes, no_relay)
     unknown: set[str] = set()
     routed: list[tuple[str, str, list[int], list[int]]] = []
     files: list[tuple[list[int], list[int]]] = []
@@ -257,6 +272,7 @@ def match(
         m.ambiguous += counts.ambiguous
         m.external += counts.external
         m.unmatched_sends += counts.unmatched_sends
+        m.relayed += counts.relayed
     m.notes.extend(unseen_notes(unseen))
     for kind in sorted(unknown):
         m.notes.append(f"channel kind {kind!r} is unknown to this analyzer; "
@@ -305,6 +321,34 @@ def _match_broadcasts(m: Matching, broadcast: list[int], groups: list[Group]) ->
     result.unmatched_sends = unread
     _count(m, "udp", broadcast + [s for sends, _ in groups for s in sends],
            [r for _, recvs in groups for r in recvs], result)
+
+
+def _relays(m: Matching, groups: dict[tuple[str, str], tuple[list[int], list[int]]],
+            processes: Mapping[str, ProcessInfo] | None, no_relay: Collection[str]) -> None:
+    """Take the streams to relays out of ``groups`` and order them by the relay rule."""
+    out = relay_rule.RelayEdges()
+    for address, (kind, sends, recvs, keys) in relay_rule.find_relays(groups, m.events,
+                                                                        m.proc_of).items():
+        info = relay_rule.relay_edges(address, kind, sends, recvs, m.events, m.proc_of,
+                                      m.process_keys, processes, out)
+        m.relays.append(info)
+        if address in no_relay:
+            info.disabled = True
+            continue  # left to stream matching: external, as if it were not a relay
+        for key in keys:
+            del groups[key]
+        counts = m.by_kind.get(kind)
+        if counts is None:
+            counts = m.by_kind[kind] = KindCounts()
+        counts.sends += len(sends)
+        counts.recvs += len(recvs)
+        counts.matched += info.exact
+        counts.relayed += len(recvs) - info.exact
+    disabled = {r.address for r in m.relays if r.disabled}
+    m.edges.extend((s, r) for s, r in out.edges if out.relay_of[r] not in disabled)
+    m.uncertain.extend(u for u in out.uncertain if out.relay_of[u[0]] not in disabled)
+    m.relay_of.update((r, a) for r, a in out.relay_of.items() if a not in disabled)
+    m.notes.extend(relay_rule.disabled_notes(m.relays))
 
 
 def _count(m: Matching, kind: str, sends: list[int], recvs: list[int], result: _Result) -> None:

@@ -17,6 +17,7 @@ from typing import TYPE_CHECKING
 from distea.analyzer.impact import Analysis, DepsResult, Explanation, ImpactResult
 from distea.analyzer.matching import STREAM_KINDS, Matching, match
 from distea.analyzer.order import Order, compute_order
+from distea.analyzer.relays import RelayInfo, carried
 from distea.analyzer.resolve import QueryError, diff_methods, resolve, resolve_all
 from distea.analyzer.unseen import (
     Unseen,
@@ -25,8 +26,9 @@ from distea.analyzer.unseen import (
     possible_edges,
     split_reports,
 )
-from distea.model import Execution, MessageEvent, Method, ProcessInfo, RunData
+from distea.model import Execution, MessageEvent, Method, ProcessInfo, RunData, UntracedChild
 from distea.traceformat import load_run
+from distea.wire import NOT_PYTHON
 
 if TYPE_CHECKING:
     import networkx as nx
@@ -69,12 +71,14 @@ def _count_demoted(m: Matching, order: Order) -> None:
 class Run:
     """One recorded run, ready for queries."""
 
-    def __init__(self, data: RunData) -> None:
+    def __init__(self, data: RunData, no_relay: Iterable[str] = ()) -> None:
         self.data = data
+        self.no_relay = frozenset(no_relay)
+        """Addresses of untraced servers not to treat as relays (``--no-relay``)."""
 
     @classmethod
-    def load(cls, path: Path | str) -> Run:
-        return cls(load_run(path))
+    def load(cls, path: Path | str, no_relay: Iterable[str] = ()) -> Run:
+        return cls(load_run(path), no_relay)
 
     # -- what was recorded -----------------------------------------------------
 
@@ -110,7 +114,16 @@ class Run:
     def problems(self) -> list[str]:
         """Everything lost or doubtful: loading problems, untraced children, matching notes."""
         out = list(self.data.problems)
+        others = self.not_python
+        if others:
+            names = sorted({c.reason[len(NOT_PYTHON):].strip(" ()") for c in others})
+            out.append(f"{len(others)} child process(es) are not Python and were not traced ("
+                       + ", ".join(names[:6]) + (" …" if len(names) > 6 else "") + "): what "
+                       "they do inside is not observed; traffic through a server among them "
+                       "is ordered as a relay")
         for child in self.data.untraced:
+            if child.reason.startswith(NOT_PYTHON):
+                continue
             parent = self.label(child.parent) if child.parent else "the command"
             out.append(f"child {child.pid} ({' '.join(child.argv)[:100]}) of {parent} "
                        f"was not traced: {child.reason}")
@@ -122,6 +135,14 @@ class Run:
         if m.ambiguous:
             out.append(f"{m.ambiguous} receives could not be paired with one send; each is "
                        "ordered after every candidate send (safe, less precise)")
+        for relay in m.relays:
+            if relay.disabled or not relay.relayed:
+                continue
+            which = ("the earlier sends of other processes that may have reached them (writes "
+                     "of the keys they read, by the Redis reader)" if relay.protocol == "redis"
+                     else "every earlier send to it by another process")
+            out.append(f"{relay.relayed} receives from {relay.label} (untraced, not observed "
+                       f"inside) are ordered after {which}: relay rule, safe, less precise")
         out.extend(m.notes)
         out.extend(order.notes)
         for report in self.unseen.reports:
@@ -134,6 +155,11 @@ class Run:
                        "connection is safe, not precise")
         out.extend(self.unseen.notes)
         return out
+
+    @property
+    def not_python(self) -> list[UntracedChild]:
+        """Children that are not Python programs (servers, databases, shells): not traced."""
+        return [c for c in self.data.untraced if c.reason.startswith(NOT_PYTHON)]
 
     def label(self, key: str) -> str:
         """``role (pid N)`` for a process key."""
@@ -186,7 +212,24 @@ class Run:
     def matching(self) -> Matching:
         messages = self._split[0]
         with _no_gc():
-            return match(messages, self.data.links, self.data.processes)
+            m = match(messages, self.data.links, self.data.processes, self.no_relay)
+        unknown = self.no_relay - {r.address for r in m.relays}
+        if unknown:
+            raise QueryError(f"--no-relay {', '.join(sorted(unknown))}: no such relay in this run"
+                             "; relays: " + (", ".join(r.address for r in m.relays) or "none"))
+        return m
+
+    @property
+    def relays(self) -> list[RelayInfo]:
+        """Untraced servers in the middle (turned off ones too, ``disabled``)."""
+        return self.matching.relays
+
+    def relays_carrying(self, res: ImpactResult) -> list[RelayInfo]:
+        """The relays an impact passed through: it was not observed inside them."""
+        m, order = self.matching, self.order
+        starts = {order.index[k]: c for k, c in res.starts.items()}
+        found = carried(m.relay_of, order.sources, order.extra, m.events, m.proc_of, starts)
+        return [r for r in m.relays if r.address in found]
 
     @cached_property
     def order(self) -> Order:

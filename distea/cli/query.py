@@ -28,7 +28,15 @@ if TYPE_CHECKING:
 JSON_SCHEMA = 1
 
 
+def _keep_no_relay(ctx: click.Context, _param: click.Parameter, value: tuple[str, ...]) -> None:
+    ctx.meta["distea.no_relay"] = value
+
+
 def run_option[F: Callable[..., Any]](func: F) -> F:
+    func = click.option("--no-relay", "no_relay", multiple=True, metavar="ADDR",
+                        expose_value=False, callback=_keep_no_relay,
+                        help="Do not treat the untraced server at ADDR (as `distea show` "
+                             "lists it) as a relay: its receives then order nothing.")(func)
     func = click.option("--json", "as_json", is_flag=True,
                         help="Print one JSON object (see docs/json-output.md).")(func)
     return click.option("--run", "run_dir", type=click.Path(path_type=Path), default=None,
@@ -89,8 +97,10 @@ def _load(run_dir: Path | None) -> Run:
     from distea.analyzer.run import Run
     from distea.traceformat import latest_run
 
+    context = click.get_current_context(silent=True)
+    no_relay = context.meta.get("distea.no_relay", ()) if context is not None else ()
     with _errors():
-        run = Run.load(run_dir if run_dir is not None else latest_run())
+        run = Run.load(run_dir if run_dir is not None else latest_run(), no_relay)
     if run_failed(run.data.meta):
         # a failed or interrupted run is read like any other, but never silently
         click.echo(f"note: run {run.path}: {run_headline(run.data.meta)}", err=True)
@@ -131,12 +141,22 @@ def _messages_json(run: Run) -> dict[str, Any]:
         "unmatched_sends": m.unmatched_sends,
         "external": m.external,
         "ambiguous": m.ambiguous,
+        "relayed": m.relayed,
         "by_kind": {
             kind: {"sends": c.sends, "recvs": c.recvs, "matched": c.matched,
                    "unmatched_sends": c.unmatched_sends, "external": c.external,
-                   "ambiguous": c.ambiguous}
+                   "ambiguous": c.ambiguous, **({"relayed": c.relayed} if c.relayed else {})}
             for kind, c in sorted(m.by_kind.items())
         },
+        "relays": [
+            {"address": r.address, "kind": r.kind, "protocol": r.protocol,
+             "processes": r.processes, "sends": r.sends, "recvs": r.recvs,
+             "bytes_sent": r.bytes_sent, "bytes_received": r.bytes_received,
+             "relayed": r.relayed, "exact": r.exact, "unordered": r.unordered,
+             "untimed": r.untimed,
+             "disabled": r.disabled}
+            for r in m.relays
+        ],
     }
 
 
@@ -242,6 +262,7 @@ def impact_json(run: Run, res: ImpactResult) -> dict[str, Any]:
         "unseen": [{"from": sender, "to": receiver, "channel": channel}
                    for sender, receiver, channel in res.unseen],
         "messages": _messages_json(run),
+        "through_relays": [r.address for r in run.relays_carrying(res)],
         "problems": run.problems,
     }
 
@@ -285,6 +306,10 @@ def impact(queries: tuple[str, ...], diff_rev: str | None, repo: Path | None,
         console.print(f"safe, not precise: the impact may cross tcp {channel} from "
                       f"{run.label(sender)} to {run.label(receiver)}, where bytes moved that "
                       "the tracer did not see", style="yellow")
+    for relay in run.relays_carrying(res):
+        console.print(f"impact passes through {relay.label}, not observed inside "
+                      "(relay rule; --no-relay " + relay.address + " turns it off)",
+                      style="yellow")
     _print_problems(console, run)
     target = next((n for n in res.method_names if n not in res.methods), None)
     if target:
@@ -463,6 +488,40 @@ def methods(pattern: str | None, run_dir: Path | None, as_json: bool) -> None:
 # -- show --------------------------------------------------------------------
 
 
+def _print_not_python(console: Console, run: Run) -> None:
+    """Children that are no Python program: named, never traced."""
+    children = run.not_python
+    if not children:
+        return
+    table = Table(title="children that are not Python (not traced)", title_justify="left")
+    for col in ("pid", "program", "started by", "command"):
+        table.add_column(col, justify="right" if col == "pid" else "left")
+    for child in children:
+        program = Path(child.argv[0]).name if child.argv else "?"
+        table.add_row(str(child.pid), program, run.label(child.parent),
+                      " ".join(child.argv)[:60])
+    console.print(table)
+
+
+def _print_relays(console: Console, relays: list[dict[str, Any]]) -> None:
+    """Untraced servers in the middle, with their traffic."""
+    if not relays:
+        return
+    table = Table(title="untraced servers in the middle (relays: not observed inside)",
+                  title_justify="left")
+    for col in ("address", "protocol", "processes", "sends", "recvs", "bytes out/in",
+                "relayed", "exact", "after nothing", "state"):
+        table.add_column(col, justify="left" if col in ("address", "protocol", "state")
+                         else "right")
+    for r in relays:
+        table.add_row(r["address"], r["protocol"] or "?", str(len(r["processes"])),
+                      str(r["sends"]), str(r["recvs"]),
+                      f"{r['bytes_sent']}/{r['bytes_received']}", str(r["relayed"]),
+                      str(r["exact"]), str(r["unordered"]),
+                      "off (--no-relay)" if r["disabled"] else "relay")
+    console.print(table)
+
+
 def show_json(run: Run) -> dict[str, Any]:
     procs = []
     for key in _ordered_keys(run, run.processes):
@@ -523,7 +582,8 @@ def show(run_dir: Path | None, as_json: bool) -> None:
                   "(process, function) pairs)")
     console.print(f"messages: {msg['sends']} sends, {msg['recvs']} receives — matched "
                   f"{msg['matched']}, ambiguous {msg['ambiguous']}, external {msg['external']}, "
-                  f"unmatched sends {msg['unmatched_sends']}")
+                  + (f"relayed {msg['relayed']}, " if msg["relayed"] else "")
+                  + f"unmatched sends {msg['unmatched_sends']}")
     if msg["by_kind"]:
         kinds = Table(title="by channel kind", title_justify="left")
         for col in ("kind", "sends", "recvs", "matched", "ambiguous", "external",
@@ -533,5 +593,7 @@ def show(run_dir: Path | None, as_json: bool) -> None:
             kinds.add_row(kind, str(c["sends"]), str(c["recvs"]), str(c["matched"]),
                           str(c["ambiguous"]), str(c["external"]), str(c["unmatched_sends"]))
         console.print(kinds)
+    _print_relays(console, msg["relays"])
+    _print_not_python(console, run)
     _print_problems(console, run, limit=None)
     _hint(console, "distea methods   |   distea impact FUNCTION")

@@ -2,7 +2,9 @@
 
 Kept verbatim as the oracle that tests/analyzer/test_matching_fast.py
 compares :func:`distea.analyzer.matching.match` with. It builds the real
-:class:`~distea.analyzer.matching.Matching` and ``KindCounts``.
+:class:`~distea.analyzer.matching.Matching` and ``KindCounts``. The relay rule
+came later and is shared (``matching._relays``): its own oracle is the
+hand-derived expectations of tests/analyzer/test_relays.py.
 """
 
 from __future__ import annotations
@@ -20,6 +22,7 @@ from distea.analyzer.matching import (
     STREAM_KINDS,
     KindCounts,
     Matching,
+    _relays,
 )
 from distea.model import ChannelLink, MessageEvent, ProcessInfo
 
@@ -65,6 +68,7 @@ def match(
             group = groups[(ev.kind, channel)] = ([], [])
         group[side].append(i)
 
+    _relays(m, groups, processes, ())
     unknown: set[str] = set()
     routed: list[tuple[str, str, list[int], list[int]]] = []
     for (kind, channel), (sends, recvs) in groups.items():
@@ -88,6 +92,7 @@ def match(
         m.ambiguous += counts.ambiguous
         m.external += counts.external
         m.unmatched_sends += counts.unmatched_sends
+        m.relayed += counts.relayed
     for kind in sorted(unknown):
         m.notes.append(f"channel kind {kind!r} is unknown to this analyzer; "
                        "paired as a message channel (FIFO per sender)")

@@ -12,6 +12,9 @@
 - ``wait*`` returning a child's pid is the receive of that child's ``exit``.
 - A Python child started with ``-I``, ``-S`` or ``-E`` ignores the
   environment that carries the tracer: recorded as untraced with the reason.
+- A child that is not Python (``redis-server``, a database, a shell) is
+  recorded as untraced too, named by its executable, so that ``distea show``
+  can say what the program started besides Python processes.
 """
 
 from __future__ import annotations
@@ -23,6 +26,7 @@ from collections.abc import Sequence
 from distea.tracer.channels.patching import Patches
 from distea.tracer.config import PARENT_TOKEN_ENV, START_METHOD_ENV
 from distea.tracer.session import TracerSession
+from distea.wire import NOT_PYTHON
 
 TYPE_CHECKING = False  # typing costs every traced process ~5 ms at start-up
 if TYPE_CHECKING:
@@ -137,9 +141,23 @@ class ProcessChannel:
             except Exception:
                 if self.session is not None:
                     self.session.errors += 1
-            return original(args, executable_list, close_fds, pass_fds, cwd, env, *rest)
+            pid = original(args, executable_list, close_fds, pass_fds, cwd, env, *rest)
+            self._note_not_python(pid, args)
+            return pid
 
         return fork_exec
+
+    def _note_not_python(self, pid: Any, argv: Sequence[Any]) -> None:
+        """A started child that is not Python: named in the run, never traced."""
+        session = self.session
+        try:
+            if session is not None and not session.finished and argv and not _is_python(argv):
+                args = _decoded(argv)
+                session.untraced(int(pid), args[:8],
+                                 f"{NOT_PYTHON} ({os.path.basename(args[0])})")
+        except Exception:
+            if session is not None:
+                session.errors += 1
 
     def _wrap_posix_spawn(self, original: Any) -> Any:
         def posix_spawn(path: Any, argv: Any, env: Any, *args: Any, **kwargs: Any) -> Any:
@@ -150,7 +168,9 @@ class ProcessChannel:
             except Exception:
                 if self.session is not None:
                     self.session.errors += 1
-            return original(path, argv, env, *args, **kwargs)
+            pid = original(path, argv, env, *args, **kwargs)
+            self._note_not_python(pid, argv)
+            return pid
 
         return posix_spawn
 

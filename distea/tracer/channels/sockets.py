@@ -24,11 +24,13 @@ import struct
 import sys
 import weakref
 from collections.abc import Callable
-from time import monotonic
+from time import monotonic, monotonic_ns
 from types import ModuleType
 
+from distea.tracer.channels.amqp import AmqpStream, looks_like_amqp
 from distea.tracer.channels.importhooks import IMPORT_HOOKS
 from distea.tracer.channels.patching import Patches
+from distea.tracer.channels.resp import RespStream, looks_like_resp
 from distea.tracer.session import TracerSession
 
 TYPE_CHECKING = False  # typing costs every traced process ~5 ms at start-up
@@ -43,9 +45,18 @@ UNKNOWN: Any = object()
 
 
 class _Stream:
-    """Per-socket state: its two channel names and the bytes moved each way."""
+    """Per-socket state: its two channel names and the bytes moved each way.
 
-    __slots__ = ("incoming", "kind", "outgoing", "received", "sent")
+    ``timed``: this end spoke first (a client), so its messages carry
+    ``meta["t"]``, CLOCK_MONOTONIC in ns — taken before a send leaves and
+    after a receive returns — with which the analyzer orders traffic through
+    an untraced server in the middle (a relay: Redis, a broker, a database),
+    whose clients speak first. Servers that read first pay nothing for it.
+    ``resp``: the reader of a Redis or AMQP client connection (:mod:`.resp`,
+    :mod:`.amqp`), or None.
+    """
+
+    __slots__ = ("incoming", "kind", "outgoing", "received", "resp", "sent", "timed")
 
     def __init__(self, kind: str, outgoing: str, incoming: str) -> None:
         self.kind = kind
@@ -53,6 +64,8 @@ class _Stream:
         self.incoming = incoming
         self.sent = 0
         self.received = 0
+        self.timed = False
+        self.resp: RespStream | AmqpStream | None = None
 
 
 def _address(addr: Any) -> str:
@@ -178,19 +191,33 @@ class SocketChannel:
         def send(sock: Any, data: Any, *args: Any, **kwargs: Any) -> Any:
             if ssl_layer and sock._sslobj is None:
                 return original(sock, data, *args, **kwargs)
+            stream = streams_get(id(sock), UNKNOWN)
+            # before the bytes leave: a reader's later receive must not look earlier
+            t = monotonic_ns() if stream is UNKNOWN or (stream is not None and stream.timed) \
+                else 0
             taken = stamp()
             result = original(sock, data, *args, **kwargs)
             try:
-                stream = streams_get(id(sock), UNKNOWN)
                 if stream is UNKNOWN:
                     stream = new_stream(sock, kind)
+                    if stream is not None:
+                        stream.timed = True  # this end spoke first: a client
+                        if name != "sendmsg" and looks_like_resp(data):
+                            stream.resp = RespStream()
+                        elif name != "sendmsg" and looks_like_amqp(data):
+                            stream.resp = AmqpStream()
                 if stream is not None:
                     sent = (len(data) if plain_sendall and type(data) is bytes
                             else counted(data, result))
                     if sent:
                         start = stream.sent
                         stream.sent = end = start + sent
-                        record(stream.kind, stream.outgoing, start, end, None, taken)
+                        meta = None
+                        if stream.timed:
+                            meta = {"t": t}
+                            if stream.resp is not None:
+                                stream.resp.sent(data, sent, meta)
+                        record(stream.kind, stream.outgoing, start, end, meta, taken)
                 elif channel.datagrams is not None:
                     channel.datagrams.sent(sock, name, data, args, result, taken)
             except Exception:
@@ -231,7 +258,14 @@ class SocketChannel:
                     if received:
                         start = stream.received
                         stream.received = end = start + received
-                        record(stream.kind, stream.incoming, start, end, None)
+                        meta = None
+                        if stream.timed:
+                            meta = {"t": monotonic_ns()}
+                            if stream.resp is not None:
+                                stream.resp.received(
+                                    _received_bytes(name, args, kwargs, result, received),
+                                    meta)
+                        record(stream.kind, stream.incoming, start, end, meta)
                 elif channel.datagrams is not None:
                     channel.datagrams.received(sock, name, args, result)
             except Exception:
@@ -278,6 +312,23 @@ def _ready_soon(sock: Any, name: str, args: tuple[Any, ...], kwargs: dict[str, A
         return bool(poller.poll(wait_ms))
     except OSError:
         return False
+
+
+def _received_bytes(name: str, args: tuple[Any, ...], kwargs: dict[str, Any], result: Any,
+                    count: int) -> bytes | None:
+    """The bytes a receive returned, for the RESP parser (only on Redis connections);
+    None where they cannot be read back (the parser then stops: safe rule)."""
+    try:
+        if name in ("recv", "read") and isinstance(result, bytes | bytearray):
+            return bytes(result)
+        if name == "recvmsg":
+            return bytes(result[0])
+        buffer = args[0] if args else kwargs.get("buffer")
+        if name in ("recv_into", "read") and buffer is not None:
+            return bytes(memoryview(buffer).cast("B")[:count])
+    except (TypeError, ValueError, IndexError):
+        pass
+    return None
 
 
 def _received_count(result: Any) -> int:
