@@ -26,6 +26,11 @@ Per kind:
   the send carrying byte ``b - 1`` of the same generation;
 - ``proc``: the spawn token; one send may start several children;
 - ``exit``: ``HOST:PID``; sends and receives paired in order;
+- ``sem``, ``signal``: by same-host time (:mod:`distea.analyzer.match_timed`);
+  an ``exit`` that a killed process never recorded: its ``wait`` is ordered
+  after the fatal signals sent to it (uncertain);
+- ``shm``: attaches to a shared segment; nothing to pair (the sharers are
+  ordered at query time, :mod:`distea.analyzer.shared`);
 - ``torch`` with ``meta["role"]``: a collective ``GROUP:SEQ``, all sends →
   all receives (a hub); without a role it is point-to-point, as below;
 - message kinds (``mp``, ``zmq``, ``udp``, ``unixgram``, ``pipe`` and any kind
@@ -49,6 +54,7 @@ from collections import defaultdict
 from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 
+from distea.analyzer.match_timed import TIMED_KINDS, link_killed, match_timed
 from distea.model import ChannelLink, MessageEvent, ProcessInfo
 
 STREAM_KINDS = frozenset({"tcp", "unix", "ssl"})
@@ -168,9 +174,16 @@ def match(
 
     unknown: set[str] = set()
     routed: list[tuple[str, str, list[int], list[int]]] = []
+    signal_sends = [s for (kind, _), (sends, _) in groups.items() if kind == "signal"
+                    for s in sends]
     for (kind, channel), (sends, recvs) in groups.items():
         if kind == "zmq" and any(_peer(events[s]) for s in sends):
             routed.append((kind, channel, sends, recvs))  # after the peers are known
+            continue
+        if kind == "exit" and not sends and signal_sends:  # killed before it could say so
+            killed = link_killed(events, proc_of, channel, recvs, signal_sends)
+            m.uncertain.extend(killed)
+            _count(m, kind, sends, recvs, _Result(ambiguous=len(killed)))
             continue
         _count(m, kind, sends, recvs, _match_group(m, kind, sends, recvs, started, unknown))
     peers = _learn_peers(m) if routed else {}
@@ -206,6 +219,12 @@ def _match_group(m: Matching, kind: str, sends: list[int], recvs: list[int],
         _match_exit(m, sends, recvs, result, started)
     elif kind == "torch" and _is_collective(m.events, sends, recvs):
         _match_collective(m, sends, recvs, result)
+    elif kind in TIMED_KINDS:
+        timed = match_timed(m.events, m.proc_of, kind, sends, recvs)
+        m.edges.extend(timed.edges)
+        result.matched, result.unmatched_sends = timed.matched, timed.unmatched_sends
+    elif kind == "shm":
+        pass  # attaches, no pairs: sharers are ordered at query time (analyzer.shared)
     else:
         if kind not in MESSAGE_KINDS and kind != "torch":
             unknown.add(kind)

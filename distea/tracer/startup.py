@@ -29,6 +29,9 @@ CHANNEL_MODULES = (
     ("distea.tracer.channels.sockets", "SocketChannel"),
     ("distea.tracer.channels.datagrams", "DatagramChannel"),
     ("distea.tracer.channels.multiprocessing", "MultiprocessingChannel"),
+    ("distea.tracer.channels.mpsync", "SyncChannel"),
+    ("distea.tracer.channels.signals", "SignalChannel"),
+    ("distea.tracer.channels.sharedmem", "SharedMemoryChannel"),
 )
 DEFERRED_CHANNELS = (
     ("zmq", "distea.tracer.channels.zmq", "ZmqChannel"),
