@@ -163,7 +163,7 @@ class SyncChannel:
         return release
 
     def _patch_context_manager(self, cls: type) -> None:
-        enter, exit_ = cls.__enter__, cls.__exit__
+        enter, exit_ = cls.__enter__, cls.__exit__  # type: ignore[attr-defined]
         channel = self
 
         def __enter__(lock: Any) -> Any:
