@@ -34,6 +34,7 @@ from dataclasses import dataclass, field
 
 from distea.analyzer.matching import Matching
 from distea.analyzer.order import Order
+from distea.analyzer.shared import SharedMemory
 from distea.model import Execution
 
 
@@ -53,6 +54,9 @@ class ImpactResult:
     distia_size: int
     distia_starts: dict[str, int] = field(default_factory=dict)
     """Process key → where the DistIA baseline starts impact."""
+    shared_memory: dict[str, str] = field(default_factory=dict)
+    """Process key → the shared segment (its path) through which the impact reaches
+    it first, where that is how it arrives: a safe guess by time, not a seen message."""
 
     @property
     def size(self) -> int:
@@ -126,8 +130,9 @@ class Explanation:
         return sum(1 for s in self.steps if s.action == "recv")
 
 
-Via = tuple[int, int] | None
-"""(send id, receive id) that brought the impact into a process, or None for a start."""
+Via = tuple[int, ...] | None
+"""(send id, receive id) that brought the impact into a process, or None for a start;
+through shared memory: (-1 - segment index, writing process, its clock)."""
 
 
 class Analysis:
@@ -142,6 +147,7 @@ class Analysis:
         self.executions = executions
         self.matching = matching
         self.order = order
+        self.shared = SharedMemory.of(matching)
         self.keys = order.process_keys
         self.index = order.index
         # per process: (name, first, last) sorted by name, for filtering in name order
@@ -196,8 +202,21 @@ class Analysis:
                 if (p not in out or c < out[p]) and (p not in sources or c < sources[p]):
                     sources[p] = c
                     changed = True
+            for p, arrival in (self.shared.forward(out, self.order) if self.shared else {}).items():
+                c = arrival.clock
+                if (p not in out or c < out[p]) and (p not in sources or c < sources[p]):
+                    sources[p] = c
+                    changed = True
             if not changed:
                 return out
+
+    def shared_arrivals(self, starts: Mapping[int, int]) -> dict[str, str]:
+        """Process key → the segment path, where impact arrives first through memory."""
+        if not self.shared:
+            return {}
+        return {self.keys[p]: self.shared.segments[a.segment].path
+                for p, a in self.shared.forward(starts, self.order).items()
+                if p in starts and a.clock <= starts[p]}
 
     def _starts_once(self, firsts: Mapping[int, int]) -> dict[int, int]:
         order = self.order
@@ -235,6 +254,7 @@ class Analysis:
             mcov_size=self.mcov_size,
             distia_size=distia_size,
             distia_starts={self.keys[p]: s for p, s in dstarts.items()},
+            shared_memory=self.shared_arrivals(starts),
         )
 
     # -- DistIA baseline -------------------------------------------------------
@@ -275,6 +295,12 @@ class Analysis:
                     if p not in queued:
                         queued.add(p)
                         work.append(p)
+            if not work and self.shared:  # shared memory as impact has it: still a superset
+                for p, arrival in self.shared.forward(starts, self.order).items():
+                    if p not in starts or arrival.clock < starts[p]:
+                        starts[p] = arrival.clock
+                        queued.add(p)
+                        work.append(p)
         return starts
 
     # -- backward --------------------------------------------------------------
@@ -294,6 +320,8 @@ class Analysis:
             points = [(m.proc_of[s], m.events[s].clock) for s, r in order.extra
                       if m.events[r].clock <= ends[m.proc_of[r]]
                       and m.events[s].clock > ends[m.proc_of[s]]]
+            if self.shared:  # what a target's process read from memory, written earlier
+                points.extend(self.shared.backward(ends, self._limits()))
         out: dict[str, list[str]] = {}
         for p, end in enumerate(ends):
             if end < 0:
@@ -308,6 +336,16 @@ class Analysis:
             deps=out,
             mcov_size=self.mcov_size,
         )
+
+    def _limits(self) -> list[int]:
+        """Per process: its highest clock (last method execution or message event)."""
+        m = self.matching
+        limits = []
+        for p, lasts in enumerate(self._lasts):
+            events = m.events_of(p)
+            limits.append(max(lasts[-1] if lasts else -1,
+                              m.events[events[-1]].clock if events else -1))
+        return limits
 
     # -- explanations ----------------------------------------------------------
 
@@ -353,7 +391,7 @@ class Analysis:
         level = 0
         while old_reach:
             level += 1
-            new: dict[int, tuple[int, int, int]] = {}
+            new: dict[int, tuple[int, tuple[int, ...]]] = {}
             for y, prev in old_reach.items():
                 lst = by_sender[y]
                 for k in range(_first_at_or_after(lst, reach[y]), len(lst)):
@@ -363,12 +401,18 @@ class Analysis:
                     rc = m.events[r].clock
                     cur = new.get(p)
                     if (p not in reach or rc < reach[p]) and (cur is None or rc < cur[0]):
-                        new[p] = (rc, s, r)
+                        new[p] = (rc, (s, r))
+            for y in old_reach if self.shared else ():
+                for p, arrival in self.shared.forward({y: reach[y]}, self.order).items():
+                    rc = arrival.clock
+                    cur = new.get(p)
+                    if (p not in reach or rc < reach[p]) and (cur is None or rc < cur[0]):
+                        new[p] = (rc, (-1 - arrival.segment, y, reach[y]))
             old_reach = {}
-            for p, (rc, s, r) in new.items():
+            for p, (rc, via) in new.items():
                 old_reach[p] = reach.get(p)
                 reach[p] = rc
-                hist.setdefault(p, []).append((level, rc, (s, r)))
+                hist.setdefault(p, []).append((level, rc, via))
         if len(self._search_cache) >= 16:
             self._search_cache.clear()
         self._search_cache[methods] = (firsts, starts, hist)
@@ -410,6 +454,15 @@ class Analysis:
             _, _, via = min(h for h in hist[p] if h[1] <= limit)
             if via is None:
                 break
+            if via[0] < 0:  # through shared memory: a safe guess by time
+                segment = self.shared.segments[-1 - via[0]]
+                y, clock = via[1], via[2]
+                detail = f"shared memory {segment.path} (ordered by time, not seen)"
+                steps.append(Step(self.keys[p], min(h[1] for h in hist[p] if h[2] == via),
+                                  "recv", None, detail))
+                steps.append(Step(self.keys[y], clock, "send", None, detail))
+                p, limit = y, clock
+                continue
             s, r = via
             rev, sev = m.events[r], m.events[s]
             steps.append(Step(rev.process, rev.clock, "recv", rev.method,
@@ -423,6 +476,9 @@ class Analysis:
         hops = sum(1 for st in steps if st.action == "recv")
         reason = (f"{target} runs in {self.keys[found]} after the impact arrives there"
                   + (f" through {hops} message(s)" if hops else " (same process)"))
+        shared = sorted({st.detail for st in steps if st.detail.startswith("shared memory")})
+        if shared:
+            reason += "; the path goes through " + ", ".join(shared)
         return Explanation(list(queries), target, self.keys[found], True, steps, reason)
 
     def _query_method_at(self, p: int, methods: list[str], f: int) -> str:
