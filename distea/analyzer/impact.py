@@ -369,7 +369,7 @@ class Analysis:
         return self._by_sender
 
     def _search(
-        self, methods: tuple[str, ...]
+        self, methods: tuple[str, ...], shared: bool = True
     ) -> tuple[dict[int, int], dict[int, int], dict[int, list[tuple[int, int, Via]]]]:
         """Query firsts, impact starts, and the breadth-first search by messages.
 
@@ -377,8 +377,9 @@ class Analysis:
         from a query start: (number of messages, clock, (send, receive) or None). The
         search scans each send at most once over all levels; it is cached per query,
         so explaining many targets of one query (the HTML report) costs one search.
+        Without ``shared``, shared-memory hops (a guess by time) are left out.
         """
-        cached = self._search_cache.get(methods)
+        cached = self._search_cache.get((*methods, str(shared)))
         if cached is not None:
             return cached
         m = self.matching
@@ -402,7 +403,7 @@ class Analysis:
                     cur = new.get(p)
                     if (p not in reach or rc < reach[p]) and (cur is None or rc < cur[0]):
                         new[p] = (rc, (s, r))
-            for y in old_reach if self.shared else ():
+            for y in old_reach if shared and self.shared else ():
                 for p, arrival in self.shared.forward({y: reach[y]}, self.order).items():
                     rc = arrival.clock
                     cur = new.get(p)
@@ -415,14 +416,14 @@ class Analysis:
                 hist.setdefault(p, []).append((level, rc, via))
         if len(self._search_cache) >= 16:
             self._search_cache.clear()
-        self._search_cache[methods] = (firsts, starts, hist)
+        self._search_cache[(*methods, str(shared))] = (firsts, starts, hist)
         return firsts, starts, hist
 
     def explain(
         self, queries: list[str], methods: list[str], target: str, process: str | None = None
     ) -> Explanation:
         m = self.matching
-        firsts, starts, hist = self._search(tuple(methods))
+        firsts, starts, hist = self._search(tuple(methods), shared=False)  # seen edges first
         candidates = [
             (p, self.executions[key][target])
             for p, key in enumerate(self.keys)
@@ -433,11 +434,17 @@ class Analysis:
             reason = self._why_not(methods, target, candidates, starts, firsts)
             return Explanation(list(queries), target, None, False, [], reason)
         # the execution reached with the fewest messages
-        best = min(
-            ((min((h[0] for h in hist.get(p, ()) if h[1] <= e.last), default=None), p)
-             for p, e in impacted_in),
-            key=lambda t: (t[0] is None, t[0] or 0, t[1]),
-        )
+        def fewest(hist: dict[int, list[tuple[int, int, Via]]]) -> tuple[int | None, int]:
+            return min(
+                ((min((h[0] for h in hist.get(p, ()) if h[1] <= e.last), default=None), p)
+                 for p, e in impacted_in),
+                key=lambda t: (t[0] is None, t[0] or 0, t[1]),
+            )
+
+        best = fewest(hist)
+        if best[0] is None and self.shared:  # only through shared memory
+            firsts, starts, hist = self._search(tuple(methods))
+            best = fewest(hist)
         if best[0] is None:  # cannot happen: the sweep and this search follow the same edges
             return Explanation(list(queries), target, None, True, [],
                                f"{target} is impacted, but no message chain was found")

@@ -16,7 +16,8 @@ memory"):
 Only mappings that can write carry an effect out (a read-only sharer
 receives). Backwards (dependencies), the mirror image: what R ran at clock c
 may have read what a writer P stored before the earliest time recorded in R
-at or after c, that is up to P's earliest clock recorded at or after it.
+at or after c, that is up to (not including) P's earliest clock recorded at
+or after it.
 
 The times are sparse (a process that only computes records none between its
 attach and its end), so the rule is coarse: R is impacted from its latest
@@ -164,7 +165,7 @@ class SharedMemory:
         return out
 
     def before(self, r: int, time: int, order: Order) -> int:
-        """A clock of ``r`` that every event of ``r`` after ``time`` follows (-1: none).
+        """A clock of ``r`` that every event of ``r`` after ``time`` comes after (-1: none).
 
         ``r``'s own latest timed event at or before ``time``, or, sharper, the
         latest event of ``r`` that happens before a timed event of any process
@@ -198,7 +199,7 @@ class SharedMemory:
                     r = reader.process
                     if r == p:
                         continue
-                    clock = max(reader.clock, self.before(r, t, order))
+                    clock = max(reader.clock, self.before(r, t, order) + 1)
                     if r not in out or clock < out[r].clock:
                         out[r] = Arrival(clock, index, p)
         return out
@@ -219,7 +220,7 @@ class SharedMemory:
                     p = writer.process
                     if p == q or not writer.writable or writer.time >= t:
                         continue
-                    end = min(self.timelines[p].clock_at_least(t), limits[p])
+                    end = min(self.timelines[p].clock_at_least(t) - 1, limits[p])
                     if end > ends[p]:
                         points.append((p, end))
         return points
