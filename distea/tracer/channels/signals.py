@@ -27,8 +27,8 @@ receive has no send: counted as external), signals whose action is the
 default or ignore (no Python code runs; a fatal default is linked to the
 process's exit at analysis time), C-level handlers, ``signal.raise_signal``
 and ``alarm``/``setitimer``. A signal that arrives while tracer code is
-running is not recorded (the tracer is not reentrant there): counted as a
-tracer error.
+running in the tracer's core (session, emitter, monitor) is not recorded
+(that code is not reentrant): counted as a tracer error.
 """
 
 from __future__ import annotations
@@ -48,6 +48,7 @@ if TYPE_CHECKING:
 HOST = socket.gethostname()
 KIND = "signal"
 TRACER_DIR = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+CHANNELS_DIR = os.path.dirname(os.path.abspath(__file__))
 HANDLER = "_distea_handler"
 """Attribute of a wrapper: the program's handler it calls."""
 
@@ -65,6 +66,16 @@ def kill_target(pid: int) -> dict[str, Any]:
     if pid == -1:
         return {"all": True}
     return {"pgid": -pid}
+
+
+def _inside_tracer_core(filename: str) -> bool:
+    """Whether code of the tracer's core (session, emitter, monitor) was interrupted.
+
+    A channel's wrapper may be interrupted (a process that signals itself is,
+    right after ``kill``): it is between calls into the session, which is then
+    in a consistent state.
+    """
+    return filename.startswith(TRACER_DIR) and not filename.startswith(CHANNELS_DIR)
 
 
 class SignalChannel:
@@ -125,8 +136,8 @@ class SignalChannel:
         if session is None or session.finished:
             return
         try:
-            if frame is not None and frame.f_code.co_filename.startswith(TRACER_DIR):
-                session.errors += 1  # interrupted the tracer itself: not reentrant
+            if frame is not None and _inside_tracer_core(frame.f_code.co_filename):
+                session.errors += 1  # interrupted the session or emitter: not reentrant
                 return
             session.recv(KIND, signal_channel(signum), 0, 1,
                          {"t": monotonic_ns(), "pid": os.getpid(), "pgid": os.getpgrp()})
