@@ -34,7 +34,7 @@ from dataclasses import dataclass, field
 
 from distea.analyzer.matching import Matching
 from distea.analyzer.order import Order
-from distea.analyzer.shared import SharedMemory
+from distea.analyzer.shared import Arrival, SharedMemory
 from distea.model import Execution
 
 
@@ -184,12 +184,20 @@ class Analysis:
         return firsts
 
     def starts(self, firsts: Mapping[int, int]) -> dict[int, int]:
-        """s_P(Q) for every process the impact reaches.
+        """s_P(Q) for every process the impact reaches."""
+        return self._starts(firsts)[0]
 
-        Vector clocks give it directly; the few uncertain edges kept out of the
-        vector clocks (``Order.extra``) are then followed to a fixed point.
+    def _starts(self, firsts: Mapping[int, int]) -> tuple[dict[int, int], dict[int, Arrival]]:
+        """s_P(Q), and the shared-memory arrivals that set some of them.
+
+        Vector clocks give the starts directly; the few uncertain edges kept out
+        of the vector clocks (``Order.extra``) and the shared-segment rule
+        (:mod:`distea.analyzer.shared`) are then followed to a fixed point. Where
+        a start is an arrival through memory at time t, that process's effect
+        cannot be stored back before t (its ``floor``): no echo.
         """
         sources = dict(firsts)
+        arrived: dict[int, Arrival] = {}
         m = self.matching
         while True:
             out = self._starts_once(sources)
@@ -201,22 +209,27 @@ class Analysis:
                 p, c = m.proc_of[r], m.events[r].clock
                 if (p not in out or c < out[p]) and (p not in sources or c < sources[p]):
                     sources[p] = c
+                    arrived.pop(p, None)
                     changed = True
-            for p, arrival in (self.shared.forward(out, self.order) if self.shared else {}).items():
-                c = arrival.clock
-                if (p not in out or c < out[p]) and (p not in sources or c < sources[p]):
-                    sources[p] = c
-                    changed = True
+            if self.shared:
+                arrived = {p: a for p, a in arrived.items() if self._set_by(p, a, sources, out)}
+                floors = {p: a.time for p, a in arrived.items()}
+                for p, arrival in self.shared.forward(out, self.order, floors).items():
+                    c = arrival.clock
+                    if (p not in out or c < out[p]) and (p not in sources or c < sources[p]):
+                        sources[p] = c
+                        arrived[p] = arrival
+                        changed = True
             if not changed:
-                return out
+                return out, arrived
 
-    def shared_arrivals(self, starts: Mapping[int, int]) -> dict[str, str]:
-        """Process key → the segment path, where impact arrives first through memory."""
-        if not self.shared:
-            return {}
-        return {self.keys[p]: self.shared.segments[a.segment].path
-                for p, a in self.shared.forward(starts, self.order).items()
-                if p in starts and a.clock <= starts[p]}
+    def _set_by(self, p: int, arrival: Arrival, sources: Mapping[int, int],
+                out: Mapping[int, int]) -> bool:
+        """Whether ``arrival`` is what sets p's start (no receive or query start as early)."""
+        if sources.get(p) != arrival.clock or out.get(p) != arrival.clock:
+            return False
+        c = self.order.earliest_after_any(p, sources)
+        return c is None or c > arrival.clock
 
     def _starts_once(self, firsts: Mapping[int, int]) -> dict[int, int]:
         order = self.order
@@ -240,7 +253,7 @@ class Analysis:
 
     def impact(self, queries: list[str], methods: list[str]) -> ImpactResult:
         firsts = self.query_firsts(methods)
-        starts = self.starts(firsts)
+        starts, arrived = self._starts(firsts)
         impacted = self.impacted_from(starts)
         dstarts = self.distia_starts(firsts)
         distia_size = sum(
@@ -254,7 +267,8 @@ class Analysis:
             mcov_size=self.mcov_size,
             distia_size=distia_size,
             distia_starts={self.keys[p]: s for p, s in dstarts.items()},
-            shared_memory=self.shared_arrivals(starts),
+            shared_memory={self.keys[p]: self.shared.segments[a.segment].path
+                           for p, a in arrived.items()},
         )
 
     # -- DistIA baseline -------------------------------------------------------
@@ -296,7 +310,7 @@ class Analysis:
                         queued.add(p)
                         work.append(p)
             if not work and self.shared:  # shared memory as impact has it: still a superset
-                for p, arrival in self.shared.forward(starts, self.order).items():
+                for p, arrival in self.shared.forward(starts, self.order, {}).items():
                     if p not in starts or arrival.clock < starts[p]:
                         starts[p] = arrival.clock
                         queued.add(p)
@@ -404,7 +418,7 @@ class Analysis:
                     if (p not in reach or rc < reach[p]) and (cur is None or rc < cur[0]):
                         new[p] = (rc, (s, r))
             for y in old_reach if shared and self.shared else ():
-                for p, arrival in self.shared.forward({y: reach[y]}, self.order).items():
+                for p, arrival in self.shared.forward({y: reach[y]}, self.order, {}).items():
                     rc = arrival.clock
                     cur = new.get(p)
                     if (p not in reach or rc < reach[p]) and (cur is None or rc < cur[0]):

@@ -120,6 +120,8 @@ class Arrival:
     segment: int
     source: int
     """The writing process."""
+    time: int
+    """The time from which the writer may have stored the effect."""
 
 
 @dataclass(slots=True)
@@ -183,8 +185,13 @@ class SharedMemory:
     def __bool__(self) -> bool:
         return bool(self.segments)
 
-    def forward(self, starts: Mapping[int, int], order: Order) -> dict[int, Arrival]:
-        """Where impact that starts at ``starts`` (process → clock) may arrive by memory."""
+    def forward(self, starts: Mapping[int, int], order: Order, floors: Mapping[int, int]
+                ) -> dict[int, Arrival]:
+        """Where impact that starts at ``starts`` (process → clock) may arrive by memory.
+
+        ``floors``: for processes whose start is itself an arrival through memory,
+        the time it arrived from (the effect was not there before).
+        """
         out: dict[int, Arrival] = {}
         for p, start in starts.items():
             for index in self.by_process.get(p, ()):
@@ -195,13 +202,14 @@ class SharedMemory:
                 t = self.timelines[p].time_at_least(max(start, writer.clock))
                 if t is None:
                     continue
+                t = max(t, floors.get(p, t))
                 for reader in segment.sharers:
                     r = reader.process
                     if r == p:
                         continue
                     clock = max(reader.clock, self.before(r, t, order) + 1)
                     if r not in out or clock < out[r].clock:
-                        out[r] = Arrival(clock, index, p)
+                        out[r] = Arrival(clock, index, p, t)
         return out
 
     def backward(self, ends: Sequence[int], limits: Sequence[int]) -> list[tuple[int, int]]:
