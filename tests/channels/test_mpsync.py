@@ -8,10 +8,13 @@ deliver, the full sets what the safe shared-arena rule adds.
 
 from __future__ import annotations
 
+import subprocess
+
 import pytest
 
 from distea.analyzer.shared import SharedMemory
 from tests.channels.support import Traced, run_both
+from tests.tracing import DISTEA
 
 VALUE_EVENT = """
 import multiprocessing as mp, sys
@@ -85,6 +88,11 @@ def test_value_and_event_carry_the_computation_to_the_consumer(program, method: 
     assert explanation.impacted
     kinds = [step.detail.split()[0] for step in explanation.steps if step.action == "recv"]
     assert kinds == ["sem"], explanation.steps
+    # and so does the command line
+    shown = subprocess.run([str(DISTEA), "explain", "ve.compute", "ve.use", "--run",
+                            str(traced.run.path)], capture_output=True, text=True, timeout=60)
+    assert shown.returncode == 0, shown.stderr
+    assert "receives on sem " in shown.stdout and "shared memory" not in shown.stdout
     # every sem edge goes from a release to a later acquire of the same semaphore
     for send, recv in traced.edges("sem"):
         assert send.channel == recv.channel and send.meta["t"] < recv.meta["t"]

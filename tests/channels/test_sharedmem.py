@@ -8,9 +8,12 @@ computation, and the result names the segment.
 
 from __future__ import annotations
 
+import subprocess
+
 import pytest
 
 from tests.channels.support import Traced, run_both
+from tests.tracing import DISTEA
 
 SHM = """
 import mmap, multiprocessing as mp, os, sys, time
@@ -98,5 +101,9 @@ def test_unlocked_shared_segment_orders_the_reader_after_the_writer(
     explanation = traced.run.explain("shm.produce", "shm.consume")
     assert explanation.impacted and path in explanation.reason
     assert [s.detail.split()[0] for s in explanation.steps if s.action == "recv"] == ["shared"]
+    shown = subprocess.run([str(DISTEA), "impact", "shm.produce", "--run", str(traced.run.path)],
+                           capture_output=True, text=True, timeout=60)
+    assert shown.returncode == 0, shown.stderr
+    assert "arrives through shared memory" in shown.stdout and path in shown.stdout
     # backwards too: the reader's use may depend on the writer's computation
     assert "shm.produce" in traced.run.deps("shm.consume").deps[writer]
