@@ -10,11 +10,14 @@
   the receive, with this process's ``pid`` and ``pgid``, before calling the
   program's handler. ``signal.signal`` installs the wrapper, ``signal.getsignal``
   and ``signal.signal``'s return value give back the program's own handler,
-  so the program sees no difference. Handlers already installed when the
-  tracer starts (SIGINT's ``default_int_handler``) are wrapped too, and the
-  tracer's own flush-on-SIGTERM handler as well: a SIGTERM whose action is
-  to end the process is then received, and the process's ``exit`` send that
-  follows links it to its death and to the parent's ``wait``.
+  so the program sees no difference (but for one more frame in the
+  traceback of an exception that escapes a handler). Handlers already
+  installed when the tracer starts are wrapped too, and the tracer's own
+  flush-on-SIGTERM handler as well: a SIGTERM whose action is to end the
+  process is then received, and the process's ``exit`` send that follows
+  links it to its death and to the parent's ``wait``. SIGINT handlers are
+  left alone: they raise KeyboardInterrupt, whose traceback (at every
+  Ctrl-C) would show the wrapper.
 
 Channel kind ``signal``, one channel per host and signal number
 (``HOST:signal:NUM``); both ends take ``time.monotonic_ns()`` (``meta["t"]``).
@@ -49,6 +52,9 @@ HOST = socket.gethostname()
 KIND = "signal"
 TRACER_DIR = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 CHANNELS_DIR = os.path.dirname(os.path.abspath(__file__))
+UNWRAPPED = frozenset({int(signal.SIGINT)})
+"""Signals whose handlers are left alone: SIGINT's raise KeyboardInterrupt, whose
+traceback (printed at every Ctrl-C) would show the wrapper's frame."""
 HANDLER = "_distea_handler"
 """Attribute of a wrapper: the program's handler it calls."""
 
@@ -112,7 +118,7 @@ class SignalChannel:
         for signum in signal.valid_signals():
             try:
                 handler = self._original_getsignal(signum)
-                if callable(handler):
+                if callable(handler) and int(signum) not in UNWRAPPED:
                     self._original_signal(signum, self._wrapper(signum, handler))
             except (ValueError, OSError, TypeError):
                 continue  # not the main thread, or a signal Python cannot handle
@@ -150,7 +156,8 @@ class SignalChannel:
         def signal_(signalnum: Any, handler: Any) -> Any:
             installed = handler
             session = channel.session
-            if callable(handler) and session is not None and not session.finished:
+            if callable(handler) and session is not None and not session.finished \
+                    and int(signalnum) not in UNWRAPPED:
                 try:
                     installed = channel._wrapper(signalnum, handler)
                 except Exception:
