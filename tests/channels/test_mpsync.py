@@ -159,3 +159,34 @@ def test_lock_hands_a_counter_between_processes(program, method: str) -> None:
     later = messages_only(traced, bump[first])
     assert bump[second] in later[second]
     assert bump[first] not in messages_only(traced, bump[second]).get(first, set())
+
+
+QUIET = """
+import multiprocessing as mp, sys
+
+def child(q, back):
+    back.put(q.get() + 1)
+
+if __name__ == "__main__":
+    mp.set_start_method(sys.argv[1])
+    lock = mp.Lock()
+    for _ in range(50):  # no other process can hold it: nothing to record
+        with lock:
+            pass
+    q, back = mp.Queue(), mp.SimpleQueue()
+    p = mp.Process(target=child, args=(q, back))
+    p.start()
+    q.put(41)
+    print(back.get())
+    p.join()
+"""
+
+
+@pytest.mark.parametrize("method", ["fork", "spawn"])
+def test_unshared_locks_and_queue_internals_record_nothing(program, method: str) -> None:
+    script = program("quiet.py", QUIET)
+    traced = run_both(script, method)
+    assert traced.stdout == "42\n"
+    assert traced.events("sem") == []
+    assert traced.impacted("quiet.child")  # the queues still carry their messages
+    assert traced.run.matching.by_kind["mp"].matched >= 2

@@ -36,6 +36,14 @@ called directly from ``get``/``put``/``_feed`` of :mod:`multiprocessing.queues`
 is skipped (one frame lookup). ``JoinableQueue.join``/``task_done`` go through
 its Condition and are recorded.
 
+Operations on a semaphore that no other process can hold yet are not
+recorded (a lock used by threads only, a Value filled in before the workers
+start): whatever they did is ordered before any other process's use by the
+``fork`` or spawn that shares it. A semaphore is shared once it is pickled
+for a child (``__getstate__``), when it is rebuilt in one (``__setstate__``),
+and, for one created here, once this process has forked since; those that
+existed before the patch count as shared.
+
 multiprocessing is imported after the tracer starts, so the class is patched
 by a post-import hook once ``multiprocessing.synchronize`` has executed.
 """
@@ -60,6 +68,10 @@ HOST = socket.gethostname()
 KIND = "sem"
 ATTRIBUTE = "_distea_sem"
 """Where a SemLock keeps its channel name (inherited by forked children)."""
+BORN = "_distea_born"
+"""Where a SemLock created here keeps how many forks this process had made then."""
+SHARED = "_distea_shared"
+"""Set on a SemLock once another process may hold it."""
 QUEUE_METHODS = frozenset({"get", "put", "_feed"})
 """Methods of multiprocessing.queues whose own SemLock operations are not recorded."""
 
@@ -77,10 +89,16 @@ class SyncChannel:
         self.patches = Patches()
         self.session: TracerSession | None = None
         self.queues_file = ""
+        self.forks = 0
+        """Forks this process (and its parents, for a forked child) made so far."""
 
     def install(self, session: TracerSession) -> None:
         self.session = session
         IMPORT_HOOKS.when_imported("multiprocessing.synchronize", self._patch_module)
+        os.register_at_fork(before=self._forking)
+
+    def _forking(self) -> None:
+        self.forks += 1
 
     def uninstall(self) -> None:
         IMPORT_HOOKS.forget("multiprocessing.synchronize")
@@ -95,6 +113,7 @@ class SyncChannel:
         self.queues_file = os.path.join(os.path.dirname(module.__file__ or ""), "queues.py")
         self._patch_make_methods(cls)
         self._patch_context_manager(cls)
+        self._patch_pickling(cls)
 
     # -- identity and filtering --------------------------------------------------
 
@@ -103,10 +122,16 @@ class SyncChannel:
         session = self.session
         if session is None or session.finished:
             return None
-        name = lock.__dict__.get(ATTRIBUTE)
+        state = lock.__dict__
+        if SHARED not in state:
+            born = state.get(BORN)
+            if born is not None and born >= self.forks:
+                return None  # no other process can hold it yet
+            state[SHARED] = True
+        name = state.get(ATTRIBUTE)
         if name is None:
             name = semaphore_channel(lock._semlock, session.key)
-            lock.__dict__[ATTRIBUTE] = name
+            state[ATTRIBUTE] = name
         return name
 
     def _queue_internal(self, frame: Any) -> bool:
@@ -122,7 +147,12 @@ class SyncChannel:
         def _make_methods(lock: Any) -> None:
             original(lock)
             try:
-                if channel._channel_of(lock) is not None:
+                if channel.session is not None and not channel.session.finished:
+                    state = lock.__dict__
+                    state.setdefault(BORN, channel.forks)
+                    if ATTRIBUTE not in state:  # named by its creator: forked children inherit it
+                        state[ATTRIBUTE] = semaphore_channel(lock._semlock,
+                                                             channel.session.key)
                     lock.acquire = channel._acquire(lock, lock.acquire)
                     lock.release = channel._release(lock, lock.release)
             except Exception:
@@ -187,6 +217,22 @@ class SyncChannel:
 
         self.patches.replace(cls, "__enter__", __enter__)
         self.patches.replace(cls, "__exit__", __exit__)
+
+    def _patch_pickling(self, cls: type) -> None:
+        """A SemLock pickled for a child, or rebuilt in one, is shared from then on."""
+        getstate: Any = cls.__getstate__
+        setstate: Any = cls.__setstate__  # type: ignore[attr-defined]
+
+        def __getstate__(lock: Any) -> Any:
+            lock.__dict__[SHARED] = True
+            return getstate(lock)
+
+        def __setstate__(lock: Any, state: Any) -> None:
+            lock.__dict__[SHARED] = True
+            setstate(lock, state)
+
+        self.patches.replace(cls, "__getstate__", __getstate__)
+        self.patches.replace(cls, "__setstate__", __setstate__)
 
     # -- recording ---------------------------------------------------------------
 
