@@ -190,3 +190,42 @@ def test_unshared_locks_and_queue_internals_record_nothing(program, method: str)
     assert traced.events("sem") == []
     assert traced.impacted("quiet.child")  # the queues still carry their messages
     assert traced.run.matching.by_kind["mp"].matched >= 2
+
+
+BARRIER = """
+import multiprocessing as mp, sys
+
+def work_before(): return 1
+def work_after(): return 2
+
+def party(barrier, first):
+    if first:
+        work_before()
+    barrier.wait(30)
+    if not first:
+        work_after()
+
+if __name__ == "__main__":
+    mp.set_start_method(sys.argv[1])
+    barrier = mp.Barrier(2)
+    a = mp.Process(target=party, args=(barrier, True), name="A")
+    b = mp.Process(target=party, args=(barrier, False), name="B")
+    b.start()
+    a.start()
+    a.join()
+    b.join()
+    print("ok")
+"""
+
+
+@pytest.mark.parametrize("method", ["fork", "spawn"])
+def test_barrier_orders_what_follows_after_every_arrival(program, method: str) -> None:
+    script = program("bar.py", BARRIER)
+    traced = run_both(script, method)
+    assert traced.stdout == "ok\n"
+    assert traced.errors() == 0
+    # A's work before its arrival reaches B's work after the barrier, through the
+    # barrier's Condition (its semaphores) alone
+    exact = messages_only(traced, "bar.work_before")
+    assert "bar.work_after" in exact["B"]
+    assert "bar.work_after" in traced.impacted("bar.work_before")
