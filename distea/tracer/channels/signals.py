@@ -17,7 +17,9 @@
   process is then received, and the process's ``exit`` send that follows
   links it to its death and to the parent's ``wait``. SIGINT handlers are
   left alone: they raise KeyboardInterrupt, whose traceback (at every
-  Ctrl-C) would show the wrapper.
+  Ctrl-C) would show the wrapper. Nor are the handlers of signals the
+  kernel sends (SIGCHLD, the timers' SIGALRM/SIGVTALRM/SIGPROF, SIGWINCH,
+  SIGIO, SIGURG) wrapped (see ``UNWRAPPED``).
 
 Channel kind ``signal``, one channel per host and signal number
 (``HOST:signal:NUM``); both ends take ``time.monotonic_ns()`` (``meta["t"]``).
@@ -52,9 +54,13 @@ HOST = socket.gethostname()
 KIND = "signal"
 TRACER_DIR = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 CHANNELS_DIR = os.path.dirname(os.path.abspath(__file__))
-UNWRAPPED = frozenset({int(signal.SIGINT)})
-"""Signals whose handlers are left alone: SIGINT's raise KeyboardInterrupt, whose
-traceback (printed at every Ctrl-C) would show the wrapper's frame."""
+UNWRAPPED = frozenset(int(getattr(signal, name)) for name in (
+    "SIGINT", "SIGCHLD", "SIGALRM", "SIGVTALRM", "SIGPROF", "SIGWINCH", "SIGIO", "SIGURG")
+    if hasattr(signal, name))
+"""Signals whose handlers are left alone. SIGINT's raise KeyboardInterrupt, whose
+traceback (printed at every Ctrl-C) would show the wrapper's frame; the others
+come from the kernel (a child's end, timers, the terminal, I/O readiness), often
+many times a second (sampling profilers use SIGPROF), not from another process."""
 HANDLER = "_distea_handler"
 """Attribute of a wrapper: the program's handler it calls."""
 
