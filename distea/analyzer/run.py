@@ -91,6 +91,10 @@ class Run:
         for child in self.data.untraced:
             out.append(f"child {child.pid} ({' '.join(child.argv)[:60]}) of {child.parent} "
                        f"was not traced: {child.reason}")
+        for key, info in self.data.processes.items():
+            if info.tracer_errors:
+                out.append(f"{self.label(key)} counted {info.tracer_errors} tracer error(s): "
+                           "some of its events may be missing")
         m = self.matching
         if m.external:
             out.append(f"{m.external} receives have no recorded send (external peer or lost "

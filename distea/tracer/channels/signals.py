@@ -31,9 +31,9 @@ Not recorded: signals sent by the kernel or by untraced processes (their
 receive has no send: counted as external), signals whose action is the
 default or ignore (no Python code runs; a fatal default is linked to the
 process's exit at analysis time), C-level handlers, ``signal.raise_signal``
-and ``alarm``/``setitimer``. A signal that arrives while tracer code is
-running in the tracer's core (session, emitter, monitor) is not recorded
-(that code is not reentrant): counted as a tracer error.
+and ``alarm``/``setitimer``. A handler run that interrupts the session's
+recorders or the monitor's callbacks is not recorded (that code is not
+reentrant): counted as a tracer error.
 """
 
 from __future__ import annotations
@@ -53,7 +53,8 @@ if TYPE_CHECKING:
 HOST = socket.gethostname()
 KIND = "signal"
 TRACER_DIR = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-CHANNELS_DIR = os.path.dirname(os.path.abspath(__file__))
+CORE_FILES = frozenset(os.path.join(TRACER_DIR, name)
+                       for name in ("session.py", "monitor.py", "clock.py"))
 UNWRAPPED = frozenset(int(getattr(signal, name)) for name in (
     "SIGINT", "SIGCHLD", "SIGALRM", "SIGVTALRM", "SIGPROF", "SIGWINCH", "SIGIO", "SIGURG")
     if hasattr(signal, name))
@@ -81,13 +82,16 @@ def kill_target(pid: int) -> dict[str, Any]:
 
 
 def _inside_tracer_core(filename: str) -> bool:
-    """Whether code of the tracer's core (session, emitter, monitor) was interrupted.
+    """Whether the session's recorders or the monitor's callbacks were interrupted.
 
-    A channel's wrapper may be interrupted (a process that signals itself is,
-    right after ``kill``): it is between calls into the session, which is then
-    in a consistent state.
+    Those update the clock and the monitor's per-code state in several steps:
+    a receive recorded in between could leave a code disarmed for good. A
+    channel's wrapper may be interrupted (a process that signals itself is,
+    right after ``kill``), and so may the emitter: a flush from the handler
+    finds the emitter's (non-reentrant) lock taken and leaves its records for
+    the next one.
     """
-    return filename.startswith(TRACER_DIR) and not filename.startswith(CHANNELS_DIR)
+    return filename in CORE_FILES
 
 
 class SignalChannel:
@@ -149,7 +153,7 @@ class SignalChannel:
             return
         try:
             if frame is not None and _inside_tracer_core(frame.f_code.co_filename):
-                session.errors += 1  # interrupted the session or emitter: not reentrant
+                session.errors += 1  # interrupted the session or monitor: not reentrant
                 return
             session.recv(KIND, signal_channel(signum), 0, 1,
                          {"t": monotonic_ns(), "pid": os.getpid(), "pgid": os.getpgrp()})
