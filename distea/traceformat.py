@@ -85,6 +85,14 @@ Channel conventions (what SEND/RECV carry, per ``kind``):
   ``received``, ``kernel_sent``, ``kernel_received``, ``recorded_sent``,
   ``recorded_received``, ``at``, ``reason``). The analyzer takes these out
   before matching (``distea/analyzer/unseen.py``).
+- Timed kinds, paired by same-host CLOCK_MONOTONIC (``meta["t"]``, ns):
+  ``sem`` (a multiprocessing semaphore: release SEND, acquire RECV;
+  channel ``HOST:sem:NAME``), ``signal`` (``os.kill`` and friends SEND with
+  the target ``pid``/``pgid``/``all``, the Python handler RECV with its
+  ``pid`` and ``pgid``; channel ``HOST:signal:NUMBER``) and ``shm`` (a
+  SEND per attach to a shared segment, nothing pairs with it; channel
+  ``HOST:shm:DEV:INODE``, ``meta["path"]`` and ``meta["w"]``, writable).
+  ``start``/``end`` are 0/1.
 """
 
 from __future__ import annotations

@@ -34,6 +34,7 @@ from dataclasses import dataclass, field
 
 from distea.analyzer.matching import Matching
 from distea.analyzer.order import Order
+from distea.analyzer.shared import Arrival, SharedMemory
 from distea.analyzer.unseen import PossibleEdge, backward, crossings
 from distea.model import Execution, channel_label
 
@@ -57,6 +58,9 @@ class ImpactResult:
     unseen: list[tuple[str, str, str]] = field(default_factory=list)
     """Connections with bytes the tracer did not see that the impact may have crossed:
     (sender key, receiver key, channel). Where they lead, the set is safe, not precise."""
+    shared_memory: dict[str, str] = field(default_factory=dict)
+    """Process key → the shared segment (its path) through which the impact reaches
+    it first, where that is how it arrives: a safe guess by time, not a seen message."""
 
     @property
     def size(self) -> int:
@@ -130,8 +134,9 @@ class Explanation:
         return sum(1 for s in self.steps if s.action == "recv")
 
 
-Via = tuple[int, int] | None
-"""(send id, receive id) that brought the impact into a process, or None for a start."""
+Via = tuple[int, ...] | None
+"""(send id, receive id) that brought the impact into a process, or None for a start;
+through shared memory: (-1 - segment index, writing process, its clock)."""
 
 
 class Analysis:
@@ -149,6 +154,7 @@ class Analysis:
         """Possible edges of connections with unseen bytes (:mod:`distea.analyzer.unseen`)."""
         self.matching = matching
         self.order = order
+        self.shared = SharedMemory.of(matching)
         self.keys = order.process_keys
         self.index = order.index
         # per process: (name, first, last) sorted by name, for filtering in name order
@@ -185,13 +191,21 @@ class Analysis:
         return firsts
 
     def starts(self, firsts: Mapping[int, int]) -> dict[int, int]:
-        """s_P(Q) for every process the impact reaches.
+        """s_P(Q) for every process the impact reaches."""
+        return self._starts(firsts)[0]
 
-        Vector clocks give it directly; the few uncertain edges kept out of the
-        vector clocks (``Order.extra``) and the possible edges of connections with
-        unseen bytes are then followed to a fixed point.
+    def _starts(self, firsts: Mapping[int, int]) -> tuple[dict[int, int], dict[int, Arrival]]:
+        """s_P(Q), and the shared-memory arrivals that set some of them.
+
+        Vector clocks give the starts directly; the few uncertain edges kept out
+        of the vector clocks (``Order.extra``), the possible edges of connections
+        with unseen bytes (:mod:`distea.analyzer.unseen`) and the shared-segment
+        rule (:mod:`distea.analyzer.shared`) are then followed to a fixed point.
+        Where a start is an arrival through memory at time t, that process's
+        effect cannot be stored back before t (its ``floor``): no echo.
         """
         sources = dict(firsts)
+        arrived: dict[int, Arrival] = {}
         m = self.matching
         while True:
             out = self._starts_once(sources)
@@ -203,13 +217,32 @@ class Analysis:
                 p, c = m.proc_of[r], m.events[r].clock
                 if (p not in out or c < out[p]) and (p not in sources or c < sources[p]):
                     sources[p] = c
+                    arrived.pop(p, None)
                     changed = True
             for p, c, _ in crossings(self.unseen, out, self.order):
                 if (p not in out or c < out[p]) and (p not in sources or c < sources[p]):
                     sources[p] = c
+                    arrived.pop(p, None)
                     changed = True
+            if self.shared:
+                arrived = {p: a for p, a in arrived.items() if self._set_by(p, a, sources, out)}
+                floors = {p: a.time for p, a in arrived.items()}
+                for p, arrival in self.shared.forward(out, self.order, floors).items():
+                    c = arrival.clock
+                    if (p not in out or c < out[p]) and (p not in sources or c < sources[p]):
+                        sources[p] = c
+                        arrived[p] = arrival
+                        changed = True
             if not changed:
-                return out
+                return out, arrived
+
+    def _set_by(self, p: int, arrival: Arrival, sources: Mapping[int, int],
+                out: Mapping[int, int]) -> bool:
+        """Whether ``arrival`` is what sets p's start (no receive or query start as early)."""
+        if sources.get(p) != arrival.clock or out.get(p) != arrival.clock:
+            return False
+        c = self.order.earliest_after_any(p, sources)
+        return c is None or c > arrival.clock
 
     def _starts_once(self, firsts: Mapping[int, int]) -> dict[int, int]:
         order = self.order
@@ -233,7 +266,7 @@ class Analysis:
 
     def impact(self, queries: list[str], methods: list[str]) -> ImpactResult:
         firsts = self.query_firsts(methods)
-        starts = self.starts(firsts)
+        starts, arrived = self._starts(firsts)
         impacted = self.impacted_from(starts)
         # the baseline crosses connections with unseen bytes where distea does, so that
         # it stays a superset (it has no rule of its own for them)
@@ -255,6 +288,8 @@ class Analysis:
             distia_starts={self.keys[p]: s for p, s in dstarts.items()},
             unseen=[(self.keys[e.sender], self.keys[e.receiver], e.channel)
                     for _, _, e in crossings(self.unseen, starts, self.order)],
+            shared_memory={self.keys[p]: self.shared.segments[a.segment].path
+                           for p, a in arrived.items()},
         )
 
     # -- DistIA baseline -------------------------------------------------------
@@ -295,6 +330,12 @@ class Analysis:
                     if p not in queued:
                         queued.add(p)
                         work.append(p)
+            if not work and self.shared:  # shared memory as impact has it: still a superset
+                for p, arrival in self.shared.forward(starts, self.order, {}).items():
+                    if p not in starts or arrival.clock < starts[p]:
+                        starts[p] = arrival.clock
+                        queued.add(p)
+                        work.append(p)
         return starts
 
     # -- backward --------------------------------------------------------------
@@ -316,6 +357,8 @@ class Analysis:
                       and m.events[s].clock > ends[m.proc_of[s]]]
             # and connections with unseen bytes: what a point may have read from them
             points.extend(backward(self.unseen, ends, order))
+            if self.shared:  # what a target's process read from memory, written earlier
+                points.extend(self.shared.backward(ends, self._limits()))
         out: dict[str, list[str]] = {}
         for p, end in enumerate(ends):
             if end < 0:
@@ -330,6 +373,16 @@ class Analysis:
             deps=out,
             mcov_size=self.mcov_size,
         )
+
+    def _limits(self) -> list[int]:
+        """Per process: its highest clock (last method execution or message event)."""
+        m = self.matching
+        limits = []
+        for p, lasts in enumerate(self._lasts):
+            events = m.events_of(p)
+            limits.append(max(lasts[-1] if lasts else -1,
+                              m.events[events[-1]].clock if events else -1))
+        return limits
 
     # -- explanations ----------------------------------------------------------
 
@@ -353,7 +406,7 @@ class Analysis:
         return self._by_sender
 
     def _search(
-        self, methods: tuple[str, ...]
+        self, methods: tuple[str, ...], shared: bool = True
     ) -> tuple[dict[int, int], dict[int, int], dict[int, list[tuple[int, int, Via]]]]:
         """Query firsts, impact starts, and the breadth-first search by messages.
 
@@ -361,8 +414,9 @@ class Analysis:
         from a query start: (number of messages, clock, (send, receive) or None). The
         search scans each send at most once over all levels; it is cached per query,
         so explaining many targets of one query (the HTML report) costs one search.
+        Without ``shared``, shared-memory hops (a guess by time) are left out.
         """
-        cached = self._search_cache.get(methods)
+        cached = self._search_cache.get((*methods, str(shared)))
         if cached is not None:
             return cached
         m = self.matching
@@ -375,7 +429,7 @@ class Analysis:
         level = 0
         while old_reach:
             level += 1
-            new: dict[int, tuple[int, int, int]] = {}
+            new: dict[int, tuple[int, tuple[int, ...]]] = {}
             for y, prev in old_reach.items():
                 lst = by_sender[y]
                 for k in range(_first_at_or_after(lst, reach[y]), len(lst)):
@@ -385,22 +439,28 @@ class Analysis:
                     rc = m.events[r].clock
                     cur = new.get(p)
                     if (p not in reach or rc < reach[p]) and (cur is None or rc < cur[0]):
-                        new[p] = (rc, s, r)
+                        new[p] = (rc, (s, r))
+            for y in old_reach if shared and self.shared else ():
+                for p, arrival in self.shared.forward({y: reach[y]}, self.order, {}).items():
+                    rc = arrival.clock
+                    cur = new.get(p)
+                    if (p not in reach or rc < reach[p]) and (cur is None or rc < cur[0]):
+                        new[p] = (rc, (-1 - arrival.segment, y, reach[y]))
             old_reach = {}
-            for p, (rc, s, r) in new.items():
+            for p, (rc, via) in new.items():
                 old_reach[p] = reach.get(p)
                 reach[p] = rc
-                hist.setdefault(p, []).append((level, rc, (s, r)))
+                hist.setdefault(p, []).append((level, rc, via))
         if len(self._search_cache) >= 16:
             self._search_cache.clear()
-        self._search_cache[methods] = (firsts, starts, hist)
+        self._search_cache[(*methods, str(shared))] = (firsts, starts, hist)
         return firsts, starts, hist
 
     def explain(
         self, queries: list[str], methods: list[str], target: str, process: str | None = None
     ) -> Explanation:
         m = self.matching
-        firsts, starts, hist = self._search(tuple(methods))
+        firsts, starts, hist = self._search(tuple(methods), shared=False)  # seen edges first
         candidates = [
             (p, self.executions[key][target])
             for p, key in enumerate(self.keys)
@@ -411,11 +471,17 @@ class Analysis:
             reason = self._why_not(methods, target, candidates, starts, firsts)
             return Explanation(list(queries), target, None, False, [], reason)
         # the execution reached with the fewest messages
-        best = min(
-            ((min((h[0] for h in hist.get(p, ()) if h[1] <= e.last), default=None), p)
-             for p, e in impacted_in),
-            key=lambda t: (t[0] is None, t[0] or 0, t[1]),
-        )
+        def fewest(hist: dict[int, list[tuple[int, int, Via]]]) -> tuple[int | None, int]:
+            return min(
+                ((min((h[0] for h in hist.get(p, ()) if h[1] <= e.last), default=None), p)
+                 for p, e in impacted_in),
+                key=lambda t: (t[0] is None, t[0] or 0, t[1]),
+            )
+
+        best = fewest(hist)
+        if best[0] is None and self.shared:  # only through shared memory
+            firsts, starts, hist = self._search(tuple(methods))
+            best = fewest(hist)
         if best[0] is None:  # only possible edges of unseen traffic lead there
             return Explanation(list(queries), target, None, True, [],
                                f"{target} is impacted through a connection whose bytes the "
@@ -436,6 +502,15 @@ class Analysis:
             _, _, via = min(h for h in hist[p] if h[1] <= limit)
             if via is None:
                 break
+            if via[0] < 0:  # through shared memory: a safe guess by time
+                segment = self.shared.segments[-1 - via[0]]
+                y, clock = via[1], via[2]
+                detail = f"shared memory {segment.path} (ordered by time, not seen)"
+                steps.append(Step(self.keys[p], min(h[1] for h in hist[p] if h[2] == via),
+                                  "recv", None, detail))
+                steps.append(Step(self.keys[y], clock, "send", None, detail))
+                p, limit = y, clock
+                continue
             s, r = via
             rev, sev = m.events[r], m.events[s]
             relay = m.relay_of.get(r)
@@ -452,6 +527,9 @@ class Analysis:
         hops = sum(1 for st in steps if st.action == "recv")
         reason = (f"{target} runs in {self.keys[found]} after the impact arrives there"
                   + (f" through {hops} message(s)" if hops else " (same process)"))
+        shared = sorted({st.detail for st in steps if st.detail.startswith("shared memory")})
+        if shared:
+            reason += "; the path goes through " + ", ".join(shared)
         return Explanation(list(queries), target, self.keys[found], True, steps, reason)
 
     def _query_method_at(self, p: int, methods: list[str], f: int) -> str:

@@ -26,6 +26,11 @@ Per kind:
   the send carrying byte ``b - 1`` of the same generation;
 - ``proc``: the spawn token; one send may start several children;
 - ``exit``: ``HOST:PID``; sends and receives paired in order;
+- ``sem``, ``signal``: by same-host time (:mod:`distea.analyzer.match_timed`);
+  an ``exit`` that a killed process never recorded: its ``wait`` is ordered
+  after the fatal signals sent to it (uncertain);
+- ``shm``: attaches to a shared segment; nothing to pair (the sharers are
+  ordered at query time, :mod:`distea.analyzer.shared`);
 - ``torch`` with ``meta["role"]``: a collective ``GROUP:SEQ``, all sends →
   all receives (a hub); without a role it is point-to-point, as below;
 - ``pipe``: byte offsets per pipe, like streams, where the processes using
@@ -79,6 +84,7 @@ from distea.analyzer.match_files import KIND as FILE_KIND
 from distea.analyzer.match_files import match_files
 from distea.analyzer.match_queues import pairs_by_brackets
 from distea.analyzer.match_rpc import link_ray_dependencies, match_grpc, match_ray
+from distea.analyzer.match_timed import TIMED_KINDS, link_killed, match_timed
 from distea.analyzer.match_torch import unseen_notes as torch_unseen_notes
 from distea.analyzer.match_unseen import (
     UNSEEN_KIND,
@@ -228,6 +234,8 @@ def match(
     files: list[tuple[list[int], list[int]]] = []
     broadcasts = split_broadcasts(groups)
     on_port: dict[str, list[Group]] = defaultdict(list)  # UDP groups a broadcast reaches
+    signal_sends = [s for (kind, _), (sends, _) in groups.items() if kind == "signal"
+                    for s in sends]
     for (kind, channel), (sends, recvs) in groups.items():
         if kind == FILE_KIND:
             files.append((sends, recvs))  # all at once: reads pair across identities by path
@@ -244,6 +252,11 @@ def match(
             continue
         if broadcasts and kind == "udp" and port_of(channel) in broadcasts:
             on_port[port_of(channel)].append((sends, recvs))
+            continue
+        if kind == "exit" and not sends and signal_sends:  # killed before it could say so
+            killed = link_killed(events, proc_of, channel, recvs, signal_sends)
+            m.uncertain.extend(killed)
+            _count(m, kind, sends, recvs, _Result(ambiguous=len(killed)))
             continue
         _count(m, kind, sends, recvs,
                _match_group(m, kind, sends, recvs, started, unknown, processes))
@@ -306,6 +319,12 @@ def _match_group(m: Matching, kind: str, sends: list[int], recvs: list[int],
         match_grpc(m, sends, recvs, result, _classes)
     elif kind == "ray":
         match_ray(m, sends, recvs, result)
+    elif kind in TIMED_KINDS:
+        timed = match_timed(m.events, m.proc_of, kind, sends, recvs)
+        m.edges.extend(timed.edges)
+        result.matched, result.unmatched_sends = timed.matched, timed.unmatched_sends
+    elif kind == "shm":
+        pass  # attaches, no pairs: sharers are ordered at query time (analyzer.shared)
     else:
         if kind not in MESSAGE_KINDS and kind != "torch":
             unknown.add(kind)

@@ -214,6 +214,13 @@ class Order:
         k = bisect_left(vecs, True, key=lambda v: (((v | guards) - wanted) & fields) != 0)
         return self.rclocks[p][k] if k < len(vecs) else None
 
+    def known_at(self, q: int, clock_q: int, p: int) -> int:
+        """The latest clock of ``p`` that happens before or is (q, clock_q); -1 if none."""
+        if p == q:
+            return clock_q
+        k = bisect_right(self.rclocks[q], clock_q) - 1
+        return self.packing.entry(self.rpacked[q][k], p) if k >= 0 else -1
+
     def happens_before(self, p: int, clock_p: int, q: int, clock_q: int) -> bool:
         """Whether (p, clock_p) happens before or is (q, clock_q)."""
         if p == q:

@@ -127,6 +127,10 @@ class Run:
             parent = self.label(child.parent) if child.parent else "the command"
             out.append(f"child {child.pid} ({' '.join(child.argv)[:100]}) of {parent} "
                        f"was not traced: {child.reason}")
+        for key, info in self.data.processes.items():
+            if info.tracer_errors:
+                out.append(f"{self.label(key)} counted {info.tracer_errors} tracer error(s): "
+                           "some of its events may be missing")
         order = self.order  # first: demoted pairings move counts out of ``matched``
         m = self.matching
         if m.external:

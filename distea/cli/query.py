@@ -256,7 +256,8 @@ def impact_json(run: Run, res: ImpactResult) -> dict[str, Any]:
         "baselines": {"mcov": res.mcov_size, "distia": res.distia_size},
         "processes": [
             {**_process_json(run, key), "start": res.starts[key],
-             "methods": res.impacted.get(key, [])}
+             "methods": res.impacted.get(key, []),
+             "shared_memory": res.shared_memory.get(key)}
             for key in _ordered_keys(run, res.starts)
         ],
         "unseen": [{"from": sender, "to": receiver, "channel": channel}
@@ -310,6 +311,9 @@ def impact(queries: tuple[str, ...], diff_rev: str | None, repo: Path | None,
         console.print(f"impact passes through {relay.label}, not observed inside "
                       "(relay rule; --no-relay " + relay.address + " turns it off)",
                       style="yellow")
+    for key, path in res.shared_memory.items():
+        console.print(f"{run.label(key)}: the impact arrives through shared memory {path} "
+                      "(ordered by time: no store is seen)", soft_wrap=True)
     _print_problems(console, run)
     target = next((n for n in res.method_names if n not in res.methods), None)
     if target:

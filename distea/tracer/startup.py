@@ -34,6 +34,9 @@ CHANNEL_MODULES = (
     ("distea.tracer.channels.wakeup", "WakeupChannel"),
     ("distea.tracer.channels.asyncio_boundary", "AsyncioBoundaryChannel"),
     ("distea.tracer.channels.unseen", "UnseenTrafficDetector"),
+    ("distea.tracer.channels.mpsync", "SyncChannel"),
+    ("distea.tracer.channels.signals", "SignalChannel"),
+    ("distea.tracer.channels.sharedmem", "SharedMemoryChannel"),
 )
 DEFERRED_CHANNELS = (
     ("zmq", "distea.tracer.channels.zmq", "ZmqChannel"),
