@@ -44,6 +44,8 @@ PROBE = textwrap.dedent(f'''\
         label = ".".join(where(owner)[1:]) + "." + name
         if current is original:
             continue  # a later patch put the original back (nothing to check)
+        if not callable(original):
+            continue  # not a function: the pipes channel rebuilds sys.stdout and friends
         # a method inherited from a base class it was not patched on is named after
         # where it was put (the base stays untouched); every other keeps the original's
         put = (where(owner)[1], ".".join(where(owner)[2:] + [name]))
