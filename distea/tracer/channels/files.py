@@ -87,6 +87,17 @@ class FileChannel:
         self.patches.restore()
         self.writing_fds.clear()
 
+    def _guarded(self, record: Any, *args: Any) -> None:
+        """Record after the program's own call succeeded; a tracer error is counted, never
+        raised into the program (DESIGN rule 1)."""
+        session = self.session
+        if session is None or session.finished:
+            return
+        try:
+            record(*args)
+        except Exception:
+            session.errors += 1
+
     # -- what is a program file --------------------------------------------------
 
     def _path_of(self, file: Any) -> str | None:
@@ -119,12 +130,7 @@ class FileChannel:
 
         def open(file: Any, mode: str = "r", *args: Any, **kwargs: Any) -> Any:
             stream = original(file, mode, *args, **kwargs)
-            session = channel.session
-            if session is not None and not session.finished:
-                try:
-                    channel._opened(stream, file, mode)
-                except Exception:
-                    session.errors += 1
+            channel._guarded(channel._opened, stream, file, mode)
             return stream
 
         return open
@@ -192,12 +198,8 @@ class FileChannel:
 
         def open(path: Any, flags: int, mode: int = 0o777, *, dir_fd: Any = None) -> int:
             fd: int = original(path, flags, mode, dir_fd=dir_fd)
-            session = channel.session
-            if session is not None and not session.finished and dir_fd is None:
-                try:
-                    channel._os_opened(fd, path, flags)
-                except Exception:
-                    session.errors += 1
+            if dir_fd is None:
+                channel._guarded(channel._os_opened, fd, path, flags)
             return fd
 
         return open
