@@ -160,11 +160,22 @@ def _messages_json(run: Run) -> dict[str, Any]:
     }
 
 
+BLIND_SPOT_WORDS = ("not seen", "did not see", "not observed", "not traced", "unseen")
+"""A problem line saying so names something the tracer could not see: every query shows it."""
+
+
 def _print_problems(console: Console, run: Run, limit: int | None = 3) -> None:
+    """Every blind spot (what the tracer could not see can change the answer), then up to
+    ``limit`` other problems; ``distea show`` lists them all."""
     problems = run.problems
     if not problems:
         return
-    shown = problems if limit is None else problems[:limit]
+    if limit is None:
+        shown = problems
+    else:
+        blind = [p for p in problems if any(word in p for word in BLIND_SPOT_WORDS)]
+        others = [p for p in problems if p not in blind]
+        shown = blind + others[:limit]
     console.print(f"{count(len(problems), 'problem')} in this run (nothing is dropped "
                   "silently):", style="yellow")
     for note in shown:
