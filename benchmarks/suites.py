@@ -2,7 +2,7 @@
 
     uv run python -m benchmarks.suites cpython:test_socketserver cpython:test_asyncio.test_streams
     uv run python -m benchmarks.suites "mp:spawn/processes -m *Queue*"
-    uv run python -m benchmarks.suites --python /tmp/suites/v/bin/python pytest:/tmp/suites/rpyc
+    uv run python -m benchmarks.suites --python SUITES/venv/bin/python pytest:SUITES/rpyc
     uv run python -m benchmarks.suites --json cpython:test_socketserver
 
 A suite is ``cpython:TESTS [regrtest options]`` (CPython's own ``Lib/test``,
