@@ -272,3 +272,46 @@ def test_across_hosts_a_read_is_ordered_after_every_write_of_its_path() -> None:
     ((receive, chains),) = m.uncertain
     assert m.events[receive].process == r
     assert [m.events[s].clock for chain in chains for s in chain] == [1, 2]
+
+
+MKSTEMP = WAIT_FOR_FILE + '''
+import multiprocessing as mp, tempfile
+
+
+def produce():
+    return "state"
+
+
+def write_atomically(path):
+    fd, tmp = tempfile.mkstemp(dir=".")
+    with os.fdopen(fd, "w") as f:  # closed by the stream, never through os.close
+        f.write(produce())
+    os.replace(tmp, path)
+
+
+def consume(path):
+    wait_for(path)
+    with open(path) as f:
+        return f.read()
+
+
+def worker(path):
+    print("got", consume(path), flush=True)
+
+
+if __name__ == "__main__":
+    fresh("state.txt")
+    child = mp.get_context("fork").Process(target=worker, args=("state.txt",))
+    child.start()
+    write_atomically("state.txt")
+    child.join()
+'''
+
+
+def test_mkstemp_then_fdopen_then_replace_is_a_write(program: Callable[[str, str], Path]
+                                                      ) -> None:
+    script = program("atomic.py", MKSTEMP)
+    traced = run_both(script)
+    assert traced.stdout == "got state\n"
+    assert {"atomic.consume", "atomic.worker"} <= traced.impacted("atomic.produce")
+    assert len(traced.edges("file")) == 1

@@ -136,6 +136,17 @@ class FileChannel:
         return open
 
     def _opened(self, stream: Any, file: Any, mode: str) -> None:
+        if isinstance(file, int):
+            # os.fdopen(fd) of a file os.open opened for writing (tempfile.mkstemp, atomic
+            # writers): the stream's close closes the fd without os.close, so the send moves
+            # to the stream's close
+            entry = self.writing_fds.pop(file, None) if self.writing_fds else None
+            raw = getattr(getattr(stream, "buffer", stream), "raw", stream)  # the FileIO
+            if entry is not None and getattr(raw, "closefd", True):
+                self._send_at_close(stream, *entry)
+            elif entry is not None:
+                self.writing_fds[file] = entry
+            return
         path = self._path_of(file)
         if path is None or not isinstance(mode, str):
             return
