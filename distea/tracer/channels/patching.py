@@ -20,6 +20,7 @@ is named after where it was put instead, which pickles and unpickles
 
 from __future__ import annotations
 
+import os
 import sys
 import weakref
 
@@ -28,12 +29,34 @@ if TYPE_CHECKING:
     from typing import Any
 
 FUNCTION = type(lambda: None)
+
+
+def unbound(function: Any) -> Any:
+    """``function`` as a callable that, like a builtin, does not bind as a method.
+
+    A builtin such as ``os.close`` stays a plain function when a program keeps
+    it as a class attribute (``class T: _close = os.close``, as CPython's
+    test_tempfile does); a Python function there would become a method and
+    get ``self`` as its first argument. The returned object's class calls
+    ``function`` directly (a ``staticmethod`` as ``__call__``: no extra frame)
+    and has no ``__get__``; it pickles by reference, by its disguised name.
+    """
+    made = getattr(function, "_distea_unbound", None)
+    if made is None:  # one object per function: set under several names, it stays one
+        kind = type(function.__name__, (), {
+            "__call__": staticmethod(function),
+            "__reduce__": lambda self: self.__qualname__,
+            "__slots__": ("__dict__", "__weakref__"),
+        })
+        made = function._distea_unbound = kind()
+    return made
 _ALL: weakref.WeakSet[Patches] = weakref.WeakSet()
 
 
 class Patches:
     def __init__(self) -> None:
         self._saved: list[tuple[Any, str, Any]] = []
+        self._listed: list[tuple[set[Any], Any]] = []
         _ALL.add(self)
 
     def replace(self, owner: Any, name: str, replacement: Any) -> Any:
@@ -41,10 +64,28 @@ class Patches:
         original."""
         original = getattr(owner, name)
         self._saved.append((owner, name, original))
+        fresh = type(replacement) is FUNCTION  # a wrapper, not an object patched in already
+        if fresh and not hasattr(type(original), "__get__"):
+            replacement = unbound(replacement)  # a builtin, or an earlier patch of one
         setattr(owner, name, replacement)
-        if replacement is not original and type(replacement) is FUNCTION:
+        if fresh and replacement is not original:
             self._disguise(replacement, original, owner, name)
+            self._capabilities(original, replacement)
         return original
+
+    def _capabilities(self, original: Any, replacement: Any) -> None:
+        """Put the replacement where ``os`` lists what the original can do.
+
+        ``os.supports_dir_fd`` and friends are sets of the functions
+        themselves: ``shutil`` asks ``{os.open, …} <= os.supports_dir_fd`` to
+        choose its symlink-safe ``rmtree``, which a replaced ``os.open`` missing
+        from the set would silently turn off.
+        """
+        for listing in (os.supports_dir_fd, os.supports_fd, os.supports_follow_symlinks,
+                        os.supports_effective_ids):
+            if original in listing:
+                listing.add(replacement)
+                self._listed.append((listing, replacement))
 
     def _disguise(self, replacement: Any, original: Any, owner: Any, name: str) -> None:
         for attr in ("__module__", "__qualname__", "__name__", "__doc__"):
@@ -69,6 +110,9 @@ class Patches:
         return list(self._saved)
 
     def restore(self) -> None:
+        while self._listed:
+            listing, replacement = self._listed.pop()
+            listing.discard(replacement)
         while self._saved:
             owner, name, original = self._saved.pop()
             setattr(owner, name, original)
