@@ -150,3 +150,24 @@ def test_os_exit_shipped_to_a_worker_with_pickle(tmp_path: Path) -> None:
     traced = run_both(script)
     assert traced.stdout == "worker exit status 3\n"
     assert traced.errors() == 0
+
+
+def test_replaced_builtins_stay_builtins_to_the_program(program) -> None:
+    """A builtin kept as a class attribute does not bind (CPython's test_tempfile), and
+    ``os`` still lists what a replaced function supports (shutil's safe rmtree)."""
+    from tests.channels.support import run_both
+
+    script = program("builtins_kept.py", '''
+import os, shutil
+
+class Keeper:
+    close = os.close
+    read = os.read
+
+fd = os.open(__file__, os.O_RDONLY)
+print(Keeper().read(fd, 6))
+Keeper().close(fd)
+print(shutil._use_fd_functions, os.open in os.supports_dir_fd)
+''')
+    traced = run_both(script)
+    assert traced.stdout == "b'\\nimpor'\nTrue True\n"
