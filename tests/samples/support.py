@@ -229,7 +229,7 @@ def run_sample(sample: str, tmp: Path, mode: str = "compact") -> SampleRun:
 def check_processes(sr: SampleRun, roles: dict[str, str | None]) -> None:
     """The process tree: exactly these stable names with these roles (None: checked
     elsewhere), all children of the launcher, every one traced to its end with
-    nothing dropped."""
+    nothing dropped, and no problem line about the run."""
     assert sorted(sr.keys) == sorted(roles), f"processes: {sorted(sr.keys)}"
     assert len(sr.run.processes) == SAMPLES[sr.sample].processes
     shown = {p["key"]: p for p in sr.show["processes"]}
@@ -247,6 +247,9 @@ def check_processes(sr: SampleRun, roles: dict[str, str | None]) -> None:
         assert proc.end_reason == "exit"
         assert proc.dropped_events == 0 and proc.tracer_errors == 0, name
     assert sr.show["untraced"] == []
+    # A sample's standard run is what a newcomer sees first (`distea demo`):
+    # nothing ambiguous, external or lost, so `show` prints no problem line.
+    assert sr.show["problems"] == [], sr.show["problems"]
 
 
 def check_stdout(sr: SampleRun) -> None:
