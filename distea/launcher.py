@@ -2,11 +2,11 @@
 
 The command starts as early as possible: the collector's ``ipc://`` socket
 is bound and listening (a plain Unix socket) before the command is
-launched, and ZeroMQ takes that socket over (``ZMQ_USE_FD``) while the
-command's interpreter starts; a tracer that connects before then waits in
-the socket's backlog, losing nothing. So the tens of milliseconds that
-``distea run`` spends importing ZeroMQ and starting the collector overlap
-the traced program's own start instead of delaying it.
+launched, and the collector's thread (:mod:`distea.localcollector`) takes
+that socket over while the command's interpreter starts; a tracer that
+connects before then waits in the socket's backlog, losing nothing. So the
+milliseconds that ``distea run`` spends starting the collector overlap the
+traced program's own start instead of delaying it.
 
 ``distea run`` is a thin CLI over :func:`trace_command`. The traced command
 gets the same arguments, working directory, stdin/stdout/stderr and exit
@@ -16,25 +16,18 @@ a signal, ``distea run`` dies of the same signal, so that whoever waits for
 it sees what it would have seen without distea.
 
 With ``connect`` (``distea run --connect tcp://HOST:PORT --key FILE``) no
-collector is started here: the processes write to a ``distea collect`` on
-another host, and the notes they leave locally (untraced children, lost
-records) are sent along at the end with a summary of this part of the run.
+collector is started here: :mod:`distea.remoterun` runs the command.
 """
 
 from __future__ import annotations
 
+import _signal as signal  # the signal module's own functions, without its enums (~2 ms)
 import contextlib
-import json
 import os
-import shutil
-import signal
-import socket
-import subprocess
 import sys
 import time
-from collections.abc import Callable
-from pathlib import Path
-from types import FrameType
+from _socket import AF_UNIX, SOCK_STREAM, gethostname
+from _socket import socket as Socket
 
 from distea.rundir import (
     DEFAULT_RUNS_DIR,
@@ -49,28 +42,35 @@ from distea.tracer.config import (
     TRACER_PATH_ENV,
     TracerConfig,
 )
-from distea.wire import LOST_DIR, UNTRACED_DIR, WIRE_CLIENT
 
 TYPE_CHECKING = False  # not typing's: nothing before the command needs typing (10 ms)
 
 if TYPE_CHECKING:
+    from collections.abc import Callable
+    from os import PathLike
+    from types import FrameType
     from typing import Any
+
+    StrPath = str | PathLike[str]
 
     from distea.localcollector import LocalCollector
 
 # Not imported here at module level, so that the command starts first (see above):
-# msgpack, distea.localcollector, dataclasses (it imports inspect).
+# distea.localcollector (and threading). Nor ever on a local run's path: pathlib,
+# subprocess, socket, signal, shutil and hashlib, whose imports (re-exports and enums
+# of the C modules used here instead) cost every distea run tens of milliseconds;
+# see "where distea run's own milliseconds go" in docs/performance.md.
 
-BOOTSTRAP_DIR = Path(__file__).parent / "tracer" / "bootstrap"
+BOOTSTRAP_DIR = os.path.join(os.path.dirname(os.path.abspath(__file__)), "tracer", "bootstrap")
 IPC_NAME = "collector.ipc"
 IPC_PATH_MAX = 100
 """sun_path holds 108 bytes; longer run directories get their socket in a private temp dir."""
 FORWARDED_SIGNALS = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
+RESTORED_SIGNALS = (signal.SIGPIPE, signal.SIGXFSZ)
+"""Ignored by Python itself, not by the command: back to their defaults in the child
+(as ``subprocess``'s ``restore_signals`` does)."""
 LISTEN_BACKLOG = 1024
 """Tracers that may wait to be accepted at once (the kernel caps it at somaxconn)."""
-CLIENT_LINGER_MS = 5000
-
-
 
 
 class LaunchError(Exception):
@@ -87,7 +87,7 @@ class TraceOptions:
 
     def __init__(self, mode: str = "compact", include: tuple[str, ...] = (),
                  exclude: tuple[str, ...] = (), flush_timeout: float = 10.0, root: str = ".",
-                 connect: str | None = None, key_file: Path | None = None,
+                 connect: str | None = None, key_file: StrPath | None = None,
                  connect_timeout: float = 10.0) -> None:
         self.mode = mode
         self.include = include
@@ -108,7 +108,7 @@ class TraceOptions:
 class RunOutcome:
     """What ``trace_command`` reports back (plain class, as :class:`TraceOptions`)."""
 
-    def __init__(self, run_dir: Path | None, exit_code: int, duration_s: float,
+    def __init__(self, run_dir: str | None, exit_code: int, duration_s: float,
                  still_open: list[str] | None = None, signal: int | None = None,
                  endpoint: str = "", notes: list[str] | None = None) -> None:
         self.run_dir = run_dir
@@ -127,18 +127,20 @@ class RunOutcome:
         return f"RunOutcome({vars(self)})"
 
 
-def allocate_run_dir(output: Path | None) -> Path:
+def allocate_run_dir(output: StrPath | None) -> str:
+    """``output`` made a fresh run directory, or a new one under ``.distea/runs``."""
     if output is not None:
-        if output.exists() and not output.is_dir():
+        if os.path.exists(output) and not os.path.isdir(output):
             raise LaunchError(f"{output} exists and is not a directory", 2)
-        if output.exists() and any(output.iterdir()):
-            raise LaunchError(f"{output} exists and is not empty; choose a new directory", 2)
-        if output.exists():
-            output.rmdir()
-        return create_run_dir(output)
-    DEFAULT_RUNS_DIR.mkdir(parents=True, exist_ok=True)
+        if os.path.isdir(output):
+            if os.listdir(output):
+                raise LaunchError(f"{output} exists and is not empty; choose a new directory", 2)
+            os.rmdir(output)
+        return os.fspath(create_run_dir(output))
+    os.makedirs(DEFAULT_RUNS_DIR, exist_ok=True)
     for attempt in range(100):
-        candidate = DEFAULT_RUNS_DIR / (new_run_id() + (f"-{attempt}" if attempt else ""))
+        candidate = os.path.join(DEFAULT_RUNS_DIR,
+                                 new_run_id() + (f"-{attempt}" if attempt else ""))
         try:
             return create_run_dir(candidate)
         except FileExistsError:
@@ -146,7 +148,7 @@ def allocate_run_dir(output: Path | None) -> Path:
     raise LaunchError("could not allocate a run directory", 2)
 
 
-def make_run_dir(output: Path | None) -> Path:
+def make_run_dir(output: StrPath | None) -> str:
     """:func:`allocate_run_dir` with every OS error turned into one clear line."""
     try:
         return allocate_run_dir(output)
@@ -160,7 +162,7 @@ def resolve_command(command: list[str]) -> list[str]:
     if not command:
         raise LaunchError("no command given: distea run -- python app.py", 2)
     if os.sep not in command[0]:
-        if shutil.which(command[0]) is None:
+        if which(command[0]) is None:
             raise LaunchError(f"command not found: {command[0]}", 127)
     elif not os.path.exists(command[0]):
         raise LaunchError(f"no such file: {command[0]}", 127)
@@ -169,18 +171,28 @@ def resolve_command(command: list[str]) -> list[str]:
     return command
 
 
+def which(name: str) -> str | None:
+    """The executable ``name`` on ``PATH``, as ``shutil.which`` finds it (without
+    importing shutil, which brings bz2, lzma and fnmatch's regular expressions)."""
+    for folder in os.get_exec_path():
+        path = os.path.join(folder, name)
+        if os.access(path, os.X_OK) and not os.path.isdir(path):
+            return path
+    return None
+
+
 def tracer_environment(config: TracerConfig, base: dict[str, str]) -> dict[str, str]:
     env = {k: v for k, v in base.items() if k not in (PARENT_TOKEN_ENV, START_METHOD_ENV)}
     env[CONFIG_ENV] = config.to_env()
     existing = env.get("PYTHONPATH")
-    env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(BOOTSTRAP_DIR), existing]))
+    env["PYTHONPATH"] = os.pathsep.join(filter(None, [BOOTSTRAP_DIR, existing]))
     import_dir = tracer_import_dir()
     if import_dir is not None:
-        env[TRACER_PATH_ENV] = str(import_dir)
+        env[TRACER_PATH_ENV] = import_dir
     return env
 
 
-def tracer_import_dir() -> Path | None:
+def tracer_import_dir() -> str | None:
     """A directory holding only this distea and its msgpack, for Pythons that lack them.
 
     With distea installed as a tool (``uv tool install``, pipx), the traced
@@ -192,56 +204,78 @@ def tracer_import_dir() -> Path | None:
     concurrent runs may race to make it); None where that is impossible (the
     hook then reports the child as untraced, with the reason).
     """
-    import hashlib
-    from importlib.util import find_spec
-
-    msgpack = find_spec("msgpack")  # where it is, without importing it
+    msgpack = find_spec("msgpack")
     if msgpack is None or msgpack.origin is None:
         return None
-    sources = {"distea": Path(__file__).resolve().parent,
-               "msgpack": Path(msgpack.origin).resolve().parent}
-    digest = hashlib.sha256("\0".join(map(str, sources.values())).encode()).hexdigest()[:16]
-    cache = Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache")
-    target = cache / "distea" / f"tracer-path-{digest}"
-    if target.is_dir():
+    sources = {"distea": os.path.dirname(os.path.realpath(__file__)),
+               "msgpack": os.path.dirname(os.path.realpath(msgpack.origin))}
+    digest = sha256("\0".join(sources.values()).encode()).hexdigest()[:16]
+    cache = os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache")
+    target = os.path.join(cache, "distea", f"tracer-path-{digest}")
+    if os.path.isdir(target):
         return target
     try:
+        import shutil
         import tempfile
 
-        target.parent.mkdir(parents=True, exist_ok=True)
-        building = Path(tempfile.mkdtemp(prefix=".building-", dir=target.parent))
+        os.makedirs(os.path.dirname(target), exist_ok=True)
+        building = tempfile.mkdtemp(prefix=".building-", dir=os.path.dirname(target))
         for name, source in sources.items():
-            (building / name).symlink_to(source, target_is_directory=True)
+            os.symlink(source, os.path.join(building, name), target_is_directory=True)
         try:
-            building.rename(target)
+            os.rename(building, target)
         except OSError:  # another run made it first
             shutil.rmtree(building, ignore_errors=True)
     except OSError:
         return None
-    return target if target.is_dir() else None
+    return target if os.path.isdir(target) else None
 
 
-def ipc_endpoint(run_dir: Path) -> tuple[str, Path | None]:
+def find_spec(name: str) -> Any:
+    """Where the top-level module ``name`` is, without importing it: what
+    ``importlib.util.find_spec`` asks, without importing importlib (and warnings)."""
+    for finder in sys.meta_path:
+        find = getattr(finder, "find_spec", None)
+        spec = find(name, None) if find is not None else None
+        if spec is not None:
+            return spec
+    return None
+
+
+def sha256(data: bytes) -> Any:
+    """hashlib's SHA-256; Python's own (``_sha2``) where there is one: OpenSSL's, which
+    hashlib prefers, costs a library load (3 ms) for one digest of two paths."""
+    try:
+        from _sha2 import sha256 as builtin
+    except ImportError:  # a Python built with OpenSSL's hashes only
+        from hashlib import sha256 as openssl
+
+        return openssl(data)
+    return builtin(data)
+
+
+def ipc_endpoint(run_dir: StrPath) -> tuple[str, str | None]:
     """The collector's ``ipc://`` endpoint; a private temp dir when the path is too long."""
-    path = run_dir.resolve() / IPC_NAME
-    if len(str(path)) <= IPC_PATH_MAX:
+    path = os.path.join(os.path.realpath(run_dir), IPC_NAME)
+    if len(path) <= IPC_PATH_MAX:
         return f"ipc://{path}", None
     import tempfile
 
-    private = Path(tempfile.mkdtemp(prefix="distea-"))  # mode 0700
-    return f"ipc://{private / IPC_NAME}", private
+    private = tempfile.mkdtemp(prefix="distea-")  # mode 0700
+    return f"ipc://{os.path.join(private, IPC_NAME)}", private
 
 
 def listen(endpoint: str) -> int:
     """Bind and listen on the ``ipc://`` endpoint's path; the listening descriptor.
 
     A tracer may connect from here on: it waits in the backlog until the
-    collector (ZeroMQ, given this descriptor) accepts it.
+    collector (:class:`distea.localcollector.LocalCollector`, given this
+    descriptor) accepts it.
     """
     path = endpoint[len("ipc://"):]
     with contextlib.suppress(FileNotFoundError):
         os.unlink(path)  # as ZeroMQ's own bind does
-    listener = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    listener = Socket(AF_UNIX, SOCK_STREAM)
     try:
         listener.bind(path)
         listener.listen(LISTEN_BACKLOG)
@@ -251,10 +285,13 @@ def listen(endpoint: str) -> int:
     return listener.detach()
 
 
-def trace_command(command: list[str], output: Path | None, options: TraceOptions) -> RunOutcome:
+def trace_command(command: list[str], output: StrPath | None,
+                  options: TraceOptions) -> RunOutcome:
     command = resolve_command(command)
     if options.connect is not None or options.key_file is not None:
-        return _trace_remote(command, options)
+        from distea.remoterun import trace_remote
+
+        return trace_remote(command, options)
     run_dir = make_run_dir(output)
     endpoint, private = ipc_endpoint(run_dir)
     try:
@@ -263,17 +300,17 @@ def trace_command(command: list[str], output: Path | None, options: TraceOptions
         raise LaunchError(f"cannot start the collector at {endpoint}: {exc.strerror}",
                           2) from None
     config = TracerConfig(
-        run_dir=str(run_dir.resolve()),
+        run_dir=os.path.realpath(run_dir),
         endpoint=endpoint,
         mode=options.mode,
-        root=str(Path(options.root).resolve()),
+        root=os.path.realpath(options.root),
         include=options.include,
         exclude=options.exclude,
         flush_timeout_ms=2000,
     )
     started = time.time()
     meta: dict[str, object] = {
-        "run_id": run_dir.name,
+        "run_id": os.path.basename(os.path.normpath(run_dir)),
         "command": command,
         "cwd": os.getcwd(),
         "mode": options.mode,
@@ -282,7 +319,7 @@ def trace_command(command: list[str], output: Path | None, options: TraceOptions
         "endpoint": endpoint,
         "started_at": started,
         "python": sys.version.split()[0],
-        "host": socket.gethostname(),
+        "host": gethostname(),
     }
     write_run_meta(run_dir, meta)
     collectors: list[LocalCollector] = []
@@ -295,7 +332,7 @@ def trace_command(command: list[str], output: Path | None, options: TraceOptions
 
             collectors.append(LocalCollector(run_dir, endpoint, listener).start())
         except Exception as exc:  # the command runs on: say why it is not traced
-            Path(endpoint[len("ipc://"):]).unlink(missing_ok=True)  # its children see it
+            unlink_socket(endpoint)  # its children see it
             notes.append(f"cannot start the collector at {endpoint}: {exc}; "
                          "the command ran untraced")
 
@@ -303,7 +340,7 @@ def trace_command(command: list[str], output: Path | None, options: TraceOptions
     still_open: list[str] = []
     summary: dict[str, Any] = {"problems": notes, "still_open": []}
     try:
-        status = _run_child(command, tracer_environment(config, dict(os.environ)),
+        status = run_child(command, tracer_environment(config, dict(os.environ)),
                             start_collector)
     finally:
         if collectors:
@@ -315,8 +352,10 @@ def trace_command(command: list[str], output: Path | None, options: TraceOptions
         elif not notes:
             with contextlib.suppress(OSError):
                 os.close(listener)  # never handed over: the command could not start
-        Path(endpoint[len("ipc://"):]).unlink(missing_ok=True)
+        unlink_socket(endpoint)
         if private is not None:
+            import shutil
+
             shutil.rmtree(private, ignore_errors=True)
         finished = time.time()
         meta.update(finished_at=finished, collector=summary)
@@ -329,145 +368,23 @@ def trace_command(command: list[str], output: Path | None, options: TraceOptions
                       -status if status < 0 else None, endpoint, notes)
 
 
+def unlink_socket(endpoint: str) -> None:
+    with contextlib.suppress(FileNotFoundError):
+        os.unlink(endpoint[len("ipc://"):])
+
+
 def exit_code_of(status: int) -> int:
     """A ``Popen.returncode`` as a shell would report it (128 + N for signal N)."""
     return status if status >= 0 else 128 - status
 
 
-# -- remote runs (distea run --connect) -------------------------------------------
-
-
-def read_key_file(path: Path) -> dict[str, str]:
-    """The client credentials that ``distea collect`` wrote; one clear line on any problem."""
-    try:
-        data = json.loads(path.read_text())
-    except FileNotFoundError:
-        raise LaunchError(f"no key file at {path} (distea collect writes it)", 2) from None
-    except PermissionError:
-        raise LaunchError(f"cannot read the key file {path}: permission denied", 2) from None
-    except (OSError, ValueError):
-        raise LaunchError(f"{path} is not a distea key file", 2) from None
-    needed = ("server_public", "client_public", "client_secret")
-    if not isinstance(data, dict) or not all(isinstance(data.get(k), str) for k in needed):
-        raise LaunchError(f"{path} is not a distea key file", 2)
-    return data
-
-
-def probe(endpoint: str, keys: dict[str, str], timeout: float) -> str | None:
-    """Try the CURVE handshake with the collector; None when it succeeds, else why not."""
-    import zmq
-
-    context: zmq.Context[Any] = zmq.Context()
-    sock = context.socket(zmq.PUSH)
-    monitor = sock.get_monitor_socket(zmq.EVENT_HANDSHAKE_SUCCEEDED
-                                      | zmq.EVENT_HANDSHAKE_FAILED_AUTH
-                                      | zmq.EVENT_HANDSHAKE_FAILED_PROTOCOL
-                                      | zmq.EVENT_HANDSHAKE_FAILED_NO_DETAIL)
-    try:
-        sock.curve_serverkey = keys["server_public"].encode()
-        sock.curve_publickey = keys["client_public"].encode()
-        sock.curve_secretkey = keys["client_secret"].encode()
-        sock.connect(endpoint)
-        deadline = time.monotonic() + timeout
-        while (left := deadline - time.monotonic()) > 0:
-            if not monitor.poll(int(left * 1000) + 1):
-                break
-            from zmq.utils.monitor import parse_monitor_message
-
-            event = parse_monitor_message(monitor.recv_multipart())["event"]
-            if event == zmq.EVENT_HANDSHAKE_SUCCEEDED:
-                return None
-            if event == zmq.EVENT_HANDSHAKE_FAILED_AUTH:
-                return f"the collector at {endpoint} refused this key (is it from this run?)"
-            return f"the handshake with {endpoint} failed (wrong key file?)"
-        return f"no collector answered at {endpoint} within {timeout:g}s"
-    except zmq.ZMQError as exc:
-        return f"cannot connect to {endpoint}: {exc}"
-    finally:
-        sock.disable_monitor()
-        monitor.close(linger=0)
-        sock.close(linger=0)
-        context.term()
-
-
-def _trace_remote(command: list[str], options: TraceOptions) -> RunOutcome:
-    if options.key_file is None:
-        raise LaunchError("--connect needs --key FILE (written by distea collect)", 2)
-    keys = read_key_file(options.key_file)
-    endpoint = options.connect or keys.get("endpoint") or ""
-    if not endpoint.startswith("tcp://"):
-        raise LaunchError(f"not a tcp:// endpoint: {endpoint or '(none)'}", 2)
-    env = dict(os.environ)
-    notes: list[str] = []
-    side: Path | None = None
-    problem = probe(endpoint, keys, options.connect_timeout)
-    if problem is not None:
-        notes.append(f"{problem}; the command ran untraced")
-    else:
-        import tempfile
-
-        side = Path(tempfile.mkdtemp(prefix="distea-client-"))
-        config = TracerConfig(
-            run_dir=str(side), endpoint=endpoint, mode=options.mode,
-            root=str(Path(options.root).resolve()), include=options.include,
-            exclude=options.exclude, flush_timeout_ms=2000,
-            curve_server_key=keys["server_public"], curve_public_key=keys["client_public"],
-            curve_secret_key=keys["client_secret"],
-        )
-        env = tracer_environment(config, env)
-    started = time.time()
-    status = _run_child(command, env)
-    finished = time.time()
-    if side is not None:
-        summary = {
-            "host": socket.gethostname(), "command": command, "cwd": os.getcwd(),
-            "exit_code": exit_code_of(status), "started_at": started, "finished_at": finished,
-            UNTRACED_DIR: _read_notes(side / UNTRACED_DIR),
-            LOST_DIR: _read_notes(side / LOST_DIR),
-        }
-        if _send_summary(endpoint, keys, summary):
-            shutil.rmtree(side, ignore_errors=True)
-        else:
-            notes.append(f"the collector at {endpoint} did not take this host's summary; "
-                         f"notes kept in {side}")
-    return RunOutcome(None, exit_code_of(status), finished - started,
-                      signal=-status if status < 0 else None, endpoint=endpoint, notes=notes)
-
-
-def _read_notes(folder: Path) -> dict[str, Any]:
-    notes: dict[str, Any] = {}
-    for path in sorted(folder.glob("*.json")) if folder.is_dir() else []:
-        try:
-            notes[path.name] = json.loads(path.read_text())
-        except (OSError, ValueError):
-            notes[path.name] = {"unreadable": path.name}
-    return notes
-
-
-def _send_summary(endpoint: str, keys: dict[str, str], summary: dict[str, Any]) -> bool:
-    """Push this host's summary; True when it left before the linger ran out."""
-    import msgpack
-    import zmq
-
-    context: zmq.Context[Any] = zmq.Context()
-    sock = context.socket(zmq.PUSH)
-    sock.curve_serverkey = keys["server_public"].encode()
-    sock.curve_publickey = keys["client_public"].encode()
-    sock.curve_secretkey = keys["client_secret"].encode()
-    sock.connect(endpoint)
-    sock.send_multipart([WIRE_CLIENT, msgpack.packb(summary)])
-    started = time.monotonic()
-    sock.close(linger=CLIENT_LINGER_MS)
-    context.term()
-    return (time.monotonic() - started) * 1000 < CLIENT_LINGER_MS * 0.95
-
-
 # -- the child ---------------------------------------------------------------------
 
 
-def _run_child(command: list[str], env: dict[str, str],
+def run_child(command: list[str], env: dict[str, str],
                while_starting: Callable[[], None] | None = None) -> int:
-    """Start the command, pass our signals on to it, return its ``Popen.returncode``.
+    """Start the command, pass our signals on to it, return its status as
+    ``Popen.returncode`` gives it (``-N`` for signal N).
 
     ``while_starting`` runs once the command is started and our signals are
     passed on, before waiting for it (it must not raise).
@@ -475,9 +392,20 @@ def _run_child(command: list[str], env: dict[str, str],
     SIGINT typed at a terminal reaches the whole foreground process group,
     the command included: passing it on as well would deliver it twice, so
     it is passed on only when it did not come from our terminal.
+
+    ``posix_spawnp``, not ``subprocess`` (whose import costs every run ~10 ms):
+    the command is looked up on ``PATH`` and started as an ``exec`` from a
+    shell would, with the signals Python ignores for itself back to their
+    defaults (as ``restore_signals`` does), and with the descriptors that
+    ``distea run`` itself was given, as it would have them without distea
+    (descriptors distea opens are close-on-exec). One trace of the C library
+    stays: glibc's ``posix_spawn`` starts the command with its two internal
+    signals (32 and 33, below SIGRTMIN) ignored, as every program started by
+    ``posix_spawn`` has them (Rust's ``Command``, for one); glibc programs
+    install their own handlers for them at start.
     """
     try:
-        child = subprocess.Popen(command, env=env)
+        pid = os.posix_spawnp(command[0], command, env, setsigdef=RESTORED_SIGNALS)
     except FileNotFoundError:
         raise LaunchError(f"command not found: {command[0]}", 127) from None
     except PermissionError:
@@ -485,11 +413,13 @@ def _run_child(command: list[str], env: dict[str, str],
     except OSError as exc:
         raise LaunchError(f"cannot run {command[0]}: {exc.strerror}", 126) from None
 
+    reaped = False
+
     def forward(signum: int, frame: FrameType | None) -> None:
-        if signum == signal.SIGINT and _in_terminal_foreground():
-            return
+        if reaped or (signum == signal.SIGINT and _in_terminal_foreground()):
+            return  # once reaped, the pid may be another process's
         with contextlib.suppress(ProcessLookupError):
-            child.send_signal(signum)
+            os.kill(pid, signum)
 
     previous = {s: signal.signal(s, forward) for s in FORWARDED_SIGNALS}
     try:
@@ -497,9 +427,11 @@ def _run_child(command: list[str], env: dict[str, str],
             while_starting()
         while True:
             try:
-                return child.wait()
+                _, status = os.waitpid(pid, 0)
             except KeyboardInterrupt:  # only if a handler was replaced under us
                 continue
+            reaped = True
+            return os.waitstatus_to_exitcode(status)
     finally:
         for signum, handler in previous.items():
             signal.signal(signum, handler)

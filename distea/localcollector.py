@@ -16,34 +16,43 @@ still holds a connection open is a process that outlives the command; it is
 waited for, up to the flush timeout, as before. ``SO_PEERCRED`` names the
 process behind a connection before its first batch arrives.
 
-One thread, one ``selectors`` loop; a socket pair wakes it for ``close``.
+One thread, one ``poll`` loop that sleeps until a socket has something; a
+pipe wakes it for ``drain`` and ``close``. The sockets are ``_socket``'s (the
+``socket`` and ``selectors`` modules would only add imports to every
+``distea run``).
 """
 
 from __future__ import annotations
 
 import contextlib
-import selectors
-import socket
+import os
+import select
 import struct
 import threading
 import time
-from pathlib import Path
+from _socket import SO_PEERCRED, SOL_SOCKET
+from _socket import socket as Socket
 
 from distea.runwriter import ProcessStream, RunWriter, alive
 from distea.tracer.zmtp import GREETING, GREETING_SIZE, LONG, MORE, command
+
+TYPE_CHECKING = False  # not typing's: distea run imports this module
+if TYPE_CHECKING:
+    from os import PathLike
 
 HELLO = GREETING + command(b"READY", {b"Socket-Type": b"PULL"})
 """All this side says: its greeting and READY, at once on accepting."""
 COMMAND = 0x04
 READ_SIZE = 1 << 20
-POLL_S = 0.05
+DRAIN_CHECK_S = 0.01
+"""How often ``drain`` looks again at processes that outlive the command."""
 PEERCRED = struct.Struct("3i")
 
 
 class Connection:
     """One tracer's connection: bytes not yet parsed, and the message being assembled."""
 
-    def __init__(self, sock: socket.socket) -> None:
+    def __init__(self, sock: Socket) -> None:
         self.sock = sock
         self.buffer = bytearray()
         self.greeted = False
@@ -52,7 +61,7 @@ class Connection:
         self.pid = 0
         with contextlib.suppress(OSError):
             self.pid = PEERCRED.unpack(
-                sock.getsockopt(socket.SOL_SOCKET, socket.SO_PEERCRED, PEERCRED.size))[0]
+                sock.getsockopt(SOL_SOCKET, SO_PEERCRED, PEERCRED.size))[0]
 
     def messages(self) -> list[list[bytes]]:
         """Whole messages now in the buffer; raises ValueError on what is not ZMTP."""
@@ -95,22 +104,26 @@ class Connection:
 class LocalCollector(RunWriter):
     """Stores every batch that the run's traced processes push over its Unix socket."""
 
-    def __init__(self, run_dir: Path, endpoint: str, listener_fd: int) -> None:
+    def __init__(self, run_dir: str | PathLike[str], endpoint: str, listener_fd: int) -> None:
         """``listener_fd``: the run's socket, bound and listening (``distea.launcher.listen``)."""
         super().__init__(run_dir)
         self.endpoint = endpoint
-        self._listener = socket.socket(fileno=listener_fd)
+        self._listener = Socket(fileno=listener_fd)
         self._listener.setblocking(False)
-        self._selector = selectors.DefaultSelector()
-        self._selector.register(self._listener, selectors.EVENT_READ)
-        self._wake_read, self._wake_write = socket.socketpair()
-        self._wake_read.setblocking(False)
-        self._selector.register(self._wake_read, selectors.EVENT_READ)
+        self._wake_read, self._wake_write = os.pipe()
+        os.set_blocking(self._wake_read, False)
+        os.set_blocking(self._wake_write, False)
+        self._poll = select.poll()
+        self._poll.register(self._listener.fileno(), select.POLLIN)
+        self._poll.register(self._wake_read, select.POLLIN)
         self._connections: dict[int, Connection] = {}
         self._stop = threading.Event()
-        self._passes = 0
+        self._asked = 0
+        """How many times ``drain`` has asked for a pass of the loop."""
+        self._served = 0
+        """The last ``_asked`` that a whole pass of the loop has answered."""
         self._pass = threading.Condition(self._lock)
-        """Notified at the end of every pass of the loop (``_passes`` counts them)."""
+        """Notified at the end of every pass of the loop."""
         self._thread = threading.Thread(target=self._loop, name="distea-collector", daemon=True)
 
     def start(self) -> LocalCollector:
@@ -120,44 +133,46 @@ class LocalCollector(RunWriter):
     # -- the loop ----------------------------------------------------------------------
 
     def _loop(self) -> None:
+        listener = self._listener.fileno()
         while not self._stop.is_set():
-            for key, _ in self._selector.select(POLL_S):
-                sock = key.fileobj
-                if sock is self._listener:
+            ready = self._poll.poll()
+            with self._pass:
+                asked = self._asked  # what drain asked before this pass looked at anything
+            for fd, _ in ready:
+                if fd == listener:
                     self._accept_all()
-                elif sock is self._wake_read:
+                elif fd == self._wake_read:
                     with contextlib.suppress(OSError):
-                        self._wake_read.recv(4096)
-                else:
-                    assert isinstance(sock, socket.socket)
-                    self._read(sock)
+                        os.read(self._wake_read, 4096)
+                elif fd in self._connections:
+                    self._read(self._connections[fd])
             self._accept_all()  # what queued in the backlog meanwhile, every pass
             with self._pass:
-                self._passes += 1
+                self._served = asked
                 self._pass.notify_all()
 
     def _accept_all(self) -> None:
         while True:
             try:
-                sock, _ = self._listener.accept()
+                fd, _ = self._listener._accept()  # type: ignore[attr-defined]  # socket.accept
             except (BlockingIOError, InterruptedError):
                 return
             except OSError as exc:
                 self._problem(f"cannot accept a tracer's connection: {exc.strerror}")
                 return
+            sock = Socket(fileno=fd)
             try:
                 sock.sendall(HELLO)  # ~60 bytes into an empty buffer: never blocks
                 sock.setblocking(False)
             except OSError:
                 sock.close()
                 continue
-            self._connections[sock.fileno()] = Connection(sock)
-            self._selector.register(sock, selectors.EVENT_READ)
+            self._connections[fd] = Connection(sock)
+            self._poll.register(fd, select.POLLIN)
 
-    def _read(self, sock: socket.socket) -> None:
-        conn = self._connections[sock.fileno()]
+    def _read(self, conn: Connection) -> None:
         try:
-            data = sock.recv(READ_SIZE)
+            data = conn.sock.recv(READ_SIZE)
         except (BlockingIOError, InterruptedError):
             return
         except OSError:
@@ -165,7 +180,7 @@ class LocalCollector(RunWriter):
         if not data:
             if conn.parts:
                 self._problem(f"process {conn.pid}: its connection ended inside a message")
-            self._forget(sock)
+            self._forget(conn)
             return
         conn.buffer += data
         try:
@@ -174,15 +189,20 @@ class LocalCollector(RunWriter):
             with self._lock:
                 self.stats.rejected += 1
             self._refused(f"pid {conn.pid}", str(exc))
-            self._forget(sock)
+            self._forget(conn)
             return
         for frames in messages:
             self._accept(frames)
 
-    def _forget(self, sock: socket.socket) -> None:
-        self._selector.unregister(sock)
-        del self._connections[sock.fileno()]
-        sock.close()
+    def _forget(self, conn: Connection) -> None:
+        fd = conn.sock.fileno()
+        self._poll.unregister(fd)
+        del self._connections[fd]
+        conn.sock.close()
+
+    def _wake(self) -> None:
+        with contextlib.suppress(OSError):  # full: the loop has a wake-up waiting already
+            os.write(self._wake_write, b"\0")
 
     # -- the end of a run ------------------------------------------------------------------
 
@@ -195,22 +215,29 @@ class LocalCollector(RunWriter):
         then listed as still open, as is a process that connected and died
         without its final batch only once its end of file came (``quiet``
         bounds nothing here: the kernel's end of file is exact).
+
+        No fixed wait: the loop is woken, and one whole pass of it, begun
+        after this call, accepts every connection queued in the backlog; from
+        then on the connections it knows are all there are.
         """
         del quiet  # kept for the Collector's signature: this side needs no settle time
         deadline = time.monotonic() + timeout
         with self._pass:
-            seen = self._passes
-        self._wake_write.send(b"\0")
+            self._asked += 1
+            ticket = self._asked
+        self._wake()
         while time.monotonic() < deadline and self._thread.is_alive():
             with self._pass:
-                self._pass.wait(0.01)
-                if self._passes < seen + 2:
-                    continue  # a whole pass after this call began: the backlog is accepted
+                if self._served < ticket:
+                    self._pass.wait(DRAIN_CHECK_S)
+                    continue
                 holders = list(self._connections.values())
             if not holders:
                 break
             if all(self._outlives(c) for c in holders) and not self.open_processes():
                 break
+            with self._pass:
+                self._pass.wait(DRAIN_CHECK_S)  # the next pass, or a look at the holders again
         return self.open_processes()
 
     def _outlives(self, conn: Connection) -> bool:
@@ -220,14 +247,12 @@ class LocalCollector(RunWriter):
 
     def close(self) -> None:
         self._stop.set()
-        with contextlib.suppress(OSError):
-            self._wake_write.send(b"\0")
+        self._wake()
         self._thread.join(timeout=5)
         for conn in list(self._connections.values()):
             with contextlib.suppress(OSError, KeyError):
-                self._forget(conn.sock)
-        self._selector.close()
+                self._forget(conn)
         self._listener.close()
-        self._wake_read.close()
-        self._wake_write.close()
+        os.close(self._wake_read)
+        os.close(self._wake_write)
         self._close_logs()

@@ -77,7 +77,7 @@ def collect(listen: str, output: Path | None, key_file: Path | None, until_idle:
     if key_file is not None and key_file.exists():
         _fail(f"the key file {key_file} already exists; keys are made per run")
     try:
-        run_dir = make_run_dir(output)
+        run_dir = Path(make_run_dir(output))
     except LaunchError as exc:
         _fail(str(exc), exc.exit_code)
     keys = CurveKeys.generate()

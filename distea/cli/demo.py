@@ -91,13 +91,15 @@ def demo(ctx: click.Context, sample: str, output: Path | None, report_file: Path
     if outcome.exit_code != 0:
         raise click.ClickException(f"the sample failed (exit {outcome.exit_code})")
     query = info.interesting_queries[0]
+    assert outcome.run_dir is not None  # a local run
+    run_dir = Path(outcome.run_dir)
     console.print(f"\n$ distea impact {query}")
-    ctx.invoke(impact, queries=(query,), diff_rev=None, repo=None, run_dir=outcome.run_dir,
+    ctx.invoke(impact, queries=(query,), diff_rev=None, repo=None, run_dir=run_dir,
                as_json=False, show_all=False, verbose=False)
     console.print(f"\n$ distea report {query} -o {report_file}")
-    ctx.invoke(report, queries=(query,), output=report_file, run_dir=outcome.run_dir)
+    ctx.invoke(report, queries=(query,), output=report_file, run_dir=run_dir)
     console.print("\n[bold]next[/]:")
-    run = str(outcome.run_dir)
+    run = str(run_dir)
     for line in (
         command_line("distea", "impact", *(info.interesting_queries[1:2] or (query,)),
                      "--run", run),

@@ -2,17 +2,15 @@
 
 from __future__ import annotations
 
-from pathlib import Path
-
 import click
 
-from distea.cli.running import execute, print_summary, process_tree
+from distea.cli.running import execute
 
-__all__ = ["print_summary", "process_tree", "run"]
+__all__ = ["run"]
 
 
 @click.command(context_settings={"ignore_unknown_options": True})
-@click.option("-o", "--output", type=click.Path(path_type=Path),
+@click.option("-o", "--output", type=click.Path(),
               help="Run directory to write (default: .distea/runs/<id>).")
 @click.option("--mode", type=click.Choice(["compact", "full"]), default="compact",
               show_default=True,
@@ -25,14 +23,14 @@ __all__ = ["print_summary", "process_tree", "run"]
               help="Seconds to wait after the command for processes still flushing.")
 @click.option("--connect", metavar="tcp://HOST:PORT",
               help="Write to a `distea collect` on another host instead of a local run.")
-@click.option("--key", "key_file", type=click.Path(path_type=Path), metavar="FILE",
+@click.option("--key", "key_file", type=click.Path(), metavar="FILE",
               help="Client key file written by `distea collect` (with --connect).")
 @click.option("--connect-timeout", type=float, default=10.0, show_default=True,
               help="Seconds to wait for the collector's handshake (with --connect).")
 @click.option("-q", "--quiet", is_flag=True, help="Print no summary.")
 @click.argument("command", nargs=-1, required=True, type=click.UNPROCESSED)
-def run(output: Path | None, mode: str, include: tuple[str, ...], exclude: tuple[str, ...],
-        flush_timeout: float, connect: str | None, key_file: Path | None,
+def run(output: str | None, mode: str, include: tuple[str, ...], exclude: tuple[str, ...],
+        flush_timeout: float, connect: str | None, key_file: str | None,
         connect_timeout: float, quiet: bool, command: tuple[str, ...]) -> None:
     """Run COMMAND with every Python process it starts traced.
 

@@ -73,8 +73,8 @@ def test_run_id_collision_gets_a_fresh_directory(tmp_path: Path,
                                                  monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.chdir(tmp_path)
     monkeypatch.setattr(launcher, "new_run_id", lambda: "20260101-000000-00001")
-    first = launcher.allocate_run_dir(None)
-    second = launcher.allocate_run_dir(None)
+    first = Path(launcher.allocate_run_dir(None))
+    second = Path(launcher.allocate_run_dir(None))
     assert first != second and second.name == "20260101-000000-00001-1"
     for run_dir in (first, second):
         assert stat.S_IMODE(run_dir.stat().st_mode) == 0o700

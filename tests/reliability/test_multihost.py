@@ -263,7 +263,7 @@ def test_collect_until_idle_and_unreachable_collector(program, tmp_path: Path) -
 def test_key_file_from_another_run_is_refused(tmp_path: Path) -> None:
     """The handshake probe tells a wrong key apart from an absent collector."""
     from distea.collector import Collector, CurveKeys
-    from distea.launcher import probe
+    from distea.remoterun import probe
     from distea.rundir import create_run_dir
 
     keys = CurveKeys.generate()
