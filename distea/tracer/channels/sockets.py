@@ -134,6 +134,9 @@ class SocketChannel:
         the weak reference kept in ``_watch`` drops the entry while the socket is
         being freed, before CPython can give its id to another object."""
         self._watch: dict[int, weakref.ref[socket.socket]] = {}
+        self._handshaken: dict[int, tuple[str, weakref.ref[Any]]] = {}
+        """By ``id(sock)``: the outgoing name of every ``SSLSocket`` that began a handshake,
+        so that the unseen-traffic detector knows it as TLS before it moves plaintext."""
         self._tls_names: dict[int, tuple[str, str, weakref.ref[Any]]] = {}
         """By ``id(ssl_object)``: the channel names :meth:`carry_tls` gave a TLS object
         that has not moved bytes yet."""
@@ -152,6 +155,7 @@ class SocketChannel:
         self._patch_send(ssl.SSLSocket, "send", "ssl")
         self._patch_send(ssl.SSLSocket, "write", "ssl")  # not through send: its own call
         self._patch_recv(ssl.SSLSocket, "read", "ssl")
+        self._patch_handshake(ssl.SSLSocket)
         self._patch_send(ssl.SSLObject, "write", "ssl", in_memory=True)
         self._patch_recv(ssl.SSLObject, "read", "ssl", in_memory=True)
 
@@ -201,6 +205,8 @@ class SocketChannel:
                 continue  # plaintext: its carrier's counts are the kernel's
             kind = "ssl" if ssl is not None and isinstance(sock, ssl.SSLSocket) else stream.kind
             out.append((kind, stream.outgoing, stream.sent, stream.received))
+        out.extend(("ssl", name, 0, 0) for key, (name, ref) in list(self._handshaken.items())
+                   if key not in self.streams and ref() is not None)
         return out
 
     def recorded_for(self, sock: socket.socket) -> tuple[int, int] | None:
@@ -233,6 +239,29 @@ class SocketChannel:
 
         watch[key] = weakref.ref(sock, forget)
         streams[key] = stream
+
+    def _patch_handshake(self, cls: type) -> None:
+        """``SSLSocket.do_handshake``: note the connection as TLS before OpenSSL moves its
+        first (ciphertext) bytes, once per socket: not a message, and the plaintext
+        wrappers still meet the socket as new (their first send tells a client)."""
+        original = cls.do_handshake  # type: ignore[attr-defined]
+        session = self.session
+        handshaken = self._handshaken
+
+        def do_handshake(sock: Any, *args: Any, **kwargs: Any) -> Any:
+            key = id(sock)
+            if key not in handshaken:
+                try:
+                    stream = describe(sock, "ssl")
+                    if stream is not None:
+                        handshaken[key] = (stream.outgoing, weakref.ref(
+                            sock, lambda _: handshaken.pop(key, None)))
+                except Exception:
+                    session.errors += 1
+            return original(sock, *args, **kwargs)
+
+        do_handshake.__wrapped__ = original  # type: ignore[attr-defined]
+        self.patches.replace(cls, "do_handshake", do_handshake)
 
     # The wrappers below run at every send and receive. They keep what they need
     # in closure variables and take no thread-local guard: nested calls only
