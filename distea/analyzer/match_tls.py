@@ -3,12 +3,12 @@
 Both ends of a TLS connection record its plaintext, kind ``ssl``
 (``ssl.SSLSocket``, asyncio's TLS, uvloop's boundary), so byte offsets
 agree. An end whose TLS distea does not tie to its connection (a library
-running ``ssl.SSLObject`` over its own socket, uvloop's ``start_tls``, a
-trace from an older distea) records the ciphertext its socket moves
+running ``ssl.SSLObject`` over its own socket, a trace from an older
+distea) records the ciphertext its socket moves
 instead, kind ``tcp`` (or ``unix``), on the same channel name. Offsets of
 the two levels mean different bytes, so where a channel carries sends or
-receives of more than one stream kind, a receive that finds no carrier in
-its own kind is not paired by offsets: it is uncertain over every send on
+receives of ``ssl`` and of another stream kind, a receive that finds no
+carrier in its own kind is not paired by offsets: it is uncertain over every send on
 the channel from the other processes (the order sweep keeps, per sender,
 the latest one not causally after it: safe whichever carried its bytes).
 Receives that do find their carrier in their own kind stay exact (the
@@ -26,6 +26,8 @@ from typing import TYPE_CHECKING
 if TYPE_CHECKING:
     from distea.analyzer.matching import Matching
 
+TLS_KIND = "ssl"
+
 
 @dataclass(slots=True)
 class MixedChannel:
@@ -40,12 +42,13 @@ class MixedChannel:
 
 def mixed_channels(groups: Iterable[tuple[str, str]], stream_kinds: frozenset[str]
                    ) -> dict[str, MixedChannel]:
-    """Channel names that carry events of more than one stream kind."""
+    """Channel names that carry TLS plaintext (``ssl``) and another stream kind."""
     kinds: dict[str, set[str]] = defaultdict(set)
     for kind, channel in groups:
         if kind in stream_kinds:
             kinds[channel].add(kind)
-    return {channel: MixedChannel(ks) for channel, ks in kinds.items() if len(ks) > 1}
+    return {channel: MixedChannel(ks) for channel, ks in kinds.items()
+            if len(ks) > 1 and TLS_KIND in ks}
 
 
 def order_unpaired(m: Matching, recvs: list[int], sends: list[int], mixed: MixedChannel
