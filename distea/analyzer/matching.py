@@ -85,6 +85,7 @@ from distea.analyzer.match_files import match_files
 from distea.analyzer.match_queues import pairs_by_brackets
 from distea.analyzer.match_rpc import link_ray_dependencies, match_grpc, match_ray
 from distea.analyzer.match_timed import TIMED_KINDS, link_killed, match_timed
+from distea.analyzer.match_tls import MixedChannel, mixed_channels, mixed_notes, order_unpaired
 from distea.analyzer.match_torch import unseen_notes as torch_unseen_notes
 from distea.analyzer.match_unseen import (
     UNSEEN_KIND,
@@ -229,6 +230,8 @@ def match(
               for (kind, channel), group in groups.items() if kind == UNSEEN_KIND}
     unseen: dict[tuple[str, str], Unseen] = {}
     _relays(m, groups, processes, no_relay)
+    mixed = mixed_channels(groups, STREAM_KINDS)  # TLS plaintext at one end only
+    deferred: dict[str, list[tuple[str, list[int], list[int]]]] = defaultdict(list)
     unknown: set[str] = set()
     routed: list[tuple[str, str, list[int], list[int]]] = []
     files: list[tuple[list[int], list[int]]] = []
@@ -253,6 +256,9 @@ def match(
         if broadcasts and kind == "udp" and port_of(channel) in broadcasts:
             on_port[port_of(channel)].append((sends, recvs))
             continue
+        if kind in STREAM_KINDS and channel in mixed:
+            deferred[channel].append((kind, sends, recvs))  # all its kinds at once
+            continue
         if kind == "exit" and not sends and signal_sends:  # killed before it could say so
             killed = link_killed(events, proc_of, channel, recvs, signal_sends)
             m.uncertain.extend(killed)
@@ -262,6 +268,9 @@ def match(
                _match_group(m, kind, sends, recvs, started, unknown, processes))
     for port, sent in broadcasts.items():
         _match_broadcasts(m, sent, on_port[port])
+    for channel, kinds in deferred.items():
+        _match_mixed(m, kinds, mixed[channel])
+    m.notes.extend(mixed_notes(mixed))
     peers = _learn_peers(m) if routed else {}
     for kind, channel, sends, recvs in routed:
         result = _Result()
@@ -558,6 +567,31 @@ def _match_stream(m: Matching, sends: list[int], recvs: list[int], out: _Result)
         read_to = own if one_to_one else any_read_to
         out.unmatched_sends += sum(1 for s, start in zip(sids, starts[j], strict=True)
                                    if start >= read_to and events[s].end > start)
+
+
+def _match_mixed(m: Matching, groups: list[tuple[str, list[int], list[int]]],
+                 mixed: MixedChannel) -> None:
+    """One channel recorded at two levels (:mod:`distea.analyzer.match_tls`): each kind
+    paired by its offsets, what finds no carrier there ordered over the other end."""
+    edges_from, uncertain_from = len(m.edges), len(m.uncertain)
+    results: list[_Result] = []
+    unpaired: list[list[int]] = []
+    for _, sends, recvs in groups:
+        result = _Result()
+        mine_from, mine_uncertain_from = len(m.edges), len(m.uncertain)
+        _match_stream(m, sends, recvs, result)
+        paired = {r for _, r in m.edges[mine_from:]}
+        paired.update(r for r, _ in m.uncertain[mine_uncertain_from:])
+        unpaired.append([r for r in recvs if r not in paired])
+        results.append(result)
+    every_send = [s for _, sends, _ in groups for s in sends]
+    for result, recvs in zip(results, unpaired, strict=True):
+        result.ambiguous += order_unpaired(m, recvs, every_send, mixed)
+    used = {s for s, _ in m.edges[edges_from:]}
+    used.update(s for _, chains in m.uncertain[uncertain_from:] for c in chains for s in c)
+    for (kind, sends, recvs), result in zip(groups, results, strict=True):
+        result.unmatched_sends = sum(1 for s in sends if s not in used)
+        _count(m, kind, sends, recvs, result)
 
 
 def _stream_out_of_step(

@@ -40,7 +40,7 @@ from types import ModuleType
 
 from distea.tracer.channels.importhooks import IMPORT_HOOKS
 from distea.tracer.channels.patching import Patches
-from distea.tracer.channels.sockets import describe
+from distea.tracer.channels.sockets import describe, tls_plaintext
 from distea.tracer.config import PARENT_TOKEN_ENV
 from distea.tracer.session import TracerSession
 
@@ -200,6 +200,35 @@ class AsyncioBoundaryChannel:
         for name in SUBPROCESS_METHODS:
             if hasattr(loop_cls, name):
                 self._patch_subprocess_method(loop_cls, name)
+        if hasattr(loop_cls, "start_tls"):
+            self._patch_start_tls(loop_cls)
+
+    def _patch_start_tls(self, cls: type) -> None:
+        """``start_tls``: the protocol's bytes from now on are TLS plaintext, counted from 0.
+
+        That is what the other end records: an ``SSLSocket`` made from the plain
+        socket, or asyncio's TLS (tls_memory.py), start a new ``ssl`` stream of the
+        same names at the upgrade; the plain bytes before it stay ``tcp``/``unix``."""
+        original = cls.start_tls  # type: ignore[attr-defined]
+        session, upgrade = self.session, self._upgrade_to_tls
+
+        async def start_tls(loop: Any, transport: Any, protocol: Any, *args: Any,
+                            **kwargs: Any) -> Any:
+            try:
+                upgrade(protocol, transport)
+            except Exception:
+                session.errors += 1
+            return await original(loop, transport, protocol, *args, **kwargs)
+
+        start_tls.__wrapped__ = original  # type: ignore[attr-defined]
+        self.patches.replace(cls, "start_tls", start_tls)
+
+    def _upgrade_to_tls(self, protocol: Any, transport: Any) -> None:
+        flow = self.flows.get(id(protocol), UNKNOWN)
+        if flow is UNKNOWN:
+            flow = self._flow(protocol, transport)
+        if flow is not None:
+            self.flows[id(protocol)] = tls_plaintext(flow)
 
     def _patch_factory_method(self, cls: type, name: str) -> None:
         original = getattr(cls, name)

@@ -3,10 +3,13 @@
 asyncio's selector transports and ``loop.sock_*`` call the same
 ``socket.socket`` methods, so patching the class covers both. ``ssl``
 sockets bypass ``socket.send``/``recv`` (OpenSSL writes the descriptor
-itself), so ``SSLSocket.send``/``read`` are patched too (once the program
-imports ``ssl``, not at start-up) and count plaintext offsets; asyncio's SSL
-goes through a memory BIO and plain socket calls, so it is seen as the
-ciphertext stream, equally consistent at both ends.
+itself), so ``SSLSocket.send``/``write``/``read`` are patched too (once the
+program imports ``ssl``, not at start-up) and count plaintext offsets, kind
+``ssl``. TLS over a memory BIO (``ssl.SSLObject``: asyncio's SSL) is recorded
+at that same level, so either end pairs with the other: ``SSLObject.write``
+and ``read`` record the plaintext once :mod:`.tls_memory` has tied the
+object to the socket carrying it, and that socket's own bytes (ciphertext)
+are then counted for the unseen-traffic detector, not recorded.
 
 A channel is one direction of one connection, named ``SRC>DST`` from
 addresses both ends can see. Unix sockets often have an unnamed end; it is
@@ -31,6 +34,7 @@ from distea.tracer.channels.amqp import AmqpStream, looks_like_amqp
 from distea.tracer.channels.importhooks import IMPORT_HOOKS
 from distea.tracer.channels.patching import Patches
 from distea.tracer.channels.resp import RespStream, looks_like_resp
+from distea.tracer.channels.tls_memory import MemoryTls
 from distea.tracer.session import TracerSession
 
 TYPE_CHECKING = False  # typing costs every traced process ~5 ms at start-up
@@ -54,9 +58,12 @@ class _Stream:
     whose clients speak first. Servers that read first pay nothing for it.
     ``resp``: the reader of a Redis or AMQP client connection (:mod:`.resp`,
     :mod:`.amqp`), or None.
+    ``carrier``: a socket under TLS whose plaintext an ``ssl.SSLObject`` records:
+    its bytes are counted (the kernel's, for the detector), not recorded.
     """
 
-    __slots__ = ("incoming", "kind", "outgoing", "received", "resp", "sent", "timed")
+    __slots__ = ("carrier", "incoming", "kind", "outgoing", "received", "resp", "sent",
+                 "timed")
 
     def __init__(self, kind: str, outgoing: str, incoming: str) -> None:
         self.kind = kind
@@ -65,6 +72,7 @@ class _Stream:
         self.sent = 0
         self.received = 0
         self.timed = False
+        self.carrier = False
         self.resp: RespStream | AmqpStream | None = None
 
 
@@ -109,6 +117,12 @@ def describe(sock: socket.socket, kind: str) -> _Stream | None:
     return _Stream(kind, f"{local}>{peer}", f"{peer}>{local}")
 
 
+def tls_plaintext(stream: _Stream) -> _Stream:
+    """The stream of TLS plaintext over ``stream``'s connection: its names, kind ``ssl``,
+    offsets from 0 (the TLS session's first byte), as an ``SSLSocket`` counts them."""
+    return _Stream("ssl", stream.outgoing, stream.incoming)
+
+
 class SocketChannel:
     def __init__(self) -> None:
         self.patches = Patches()
@@ -120,6 +134,12 @@ class SocketChannel:
         the weak reference kept in ``_watch`` drops the entry while the socket is
         being freed, before CPython can give its id to another object."""
         self._watch: dict[int, weakref.ref[socket.socket]] = {}
+        self._handshaken: dict[int, tuple[str, weakref.ref[Any]]] = {}
+        """By ``id(sock)``: the outgoing name of every ``SSLSocket`` that began a handshake,
+        so that the unseen-traffic detector knows it as TLS before it moves plaintext."""
+        self._tls_names: dict[int, tuple[str, str, weakref.ref[Any]]] = {}
+        """By ``id(ssl_object)``: the channel names :meth:`carry_tls` gave a TLS object
+        that has not moved bytes yet."""
 
     def install(self, session: TracerSession) -> None:
         self.session = session
@@ -128,20 +148,52 @@ class SocketChannel:
         for name in STREAM_RECVS:
             self._patch_recv(socket.socket, name, "tcp")
         IMPORT_HOOKS.when_imported("ssl", self._patch_ssl)
+        self.memory_tls = MemoryTls(self)
+        self.memory_tls.install(session)
 
     def _patch_ssl(self, ssl: ModuleType) -> None:
         self._patch_send(ssl.SSLSocket, "send", "ssl")
+        self._patch_send(ssl.SSLSocket, "write", "ssl")  # not through send: its own call
         self._patch_recv(ssl.SSLSocket, "read", "ssl")
+        self._patch_handshake(ssl.SSLSocket)
+        self._patch_send(ssl.SSLObject, "write", "ssl", in_memory=True)
+        self._patch_recv(ssl.SSLObject, "read", "ssl", in_memory=True)
 
     def uninstall(self) -> None:
         IMPORT_HOOKS.forget("ssl")
+        self.memory_tls.uninstall()
         self.patches.restore()
+
+    def carry_tls(self, tls_object: Any, sock: socket.socket) -> bool:
+        """Tie an ``ssl.SSLObject`` to the socket that carries its bytes (tls_memory.py).
+
+        From now on the object's plaintext is recorded under the socket's channel
+        names, kind ``ssl``, as an ``SSLSocket`` records it, and the socket's own
+        bytes (ciphertext) are only counted. False, and nothing changes, where the
+        socket is not a stream this channel follows or the object moved bytes already.
+        """
+        if id(tls_object) in self.streams:
+            return False
+        stream = self.streams.get(id(sock), UNKNOWN)
+        if stream is UNKNOWN:
+            stream = self._new_stream(sock, "tcp")
+        if stream is None:
+            return False
+        stream.carrier = True
+        key, names = id(tls_object), self._tls_names
+
+        def forget(_: object) -> None:
+            names.pop(key, None)
+
+        names[key] = (stream.outgoing, stream.incoming, weakref.ref(tls_object, forget))
+        return True
 
     def recorded_streams(self) -> list[tuple[str, str, int, int]]:
         """(kind, outgoing channel, bytes sent, bytes received) of every followed socket.
 
         For the unseen-traffic detector; an ``SSLSocket`` says ``ssl`` even where
-        its plain layer met it first (its counts are not the kernel's then)."""
+        its plain layer met it first (its counts are not the kernel's then). A socket
+        carrying TLS for an ``SSLObject`` says ``tcp``: its counts are the ciphertext."""
         ssl = sys.modules.get("ssl")
         out = []
         for key, stream in list(self.streams.items()):
@@ -149,8 +201,12 @@ class SocketChannel:
                 continue
             ref = self._watch.get(key)
             sock = ref() if ref is not None else None
+            if ssl is not None and isinstance(sock, ssl.SSLObject):
+                continue  # plaintext: its carrier's counts are the kernel's
             kind = "ssl" if ssl is not None and isinstance(sock, ssl.SSLSocket) else stream.kind
             out.append((kind, stream.outgoing, stream.sent, stream.received))
+        out.extend(("ssl", name, 0, 0) for key, (name, ref) in list(self._handshaken.items())
+                   if key not in self.streams and ref() is not None)
         return out
 
     def recorded_for(self, sock: socket.socket) -> tuple[int, int] | None:
@@ -158,10 +214,23 @@ class SocketChannel:
         stream = self.streams.get(id(sock))
         return (stream.sent, stream.received) if isinstance(stream, _Stream) else None
 
-    def _new_stream(self, sock: socket.socket, kind: str) -> _Stream | None:
+    def _new_stream(self, sock: Any, kind: str) -> _Stream | None:
         """Describe a socket seen for the first time and keep it until it is freed."""
-        key = id(sock)
         stream = describe(sock, kind)
+        self._keep(sock, stream)
+        return stream
+
+    def _new_tls_stream(self, tls_object: Any, kind: str) -> _Stream | None:
+        """An ``SSLObject`` seen for the first time: the names :meth:`carry_tls` gave it,
+        or None (not followed) if nothing tied it to a socket."""
+        names = self._tls_names.pop(id(tls_object), None)
+        stream = _Stream(kind, names[0], names[1]) if names is not None else None
+        self._keep(tls_object, stream)
+        return stream
+
+    def _keep(self, sock: Any, stream: _Stream | None) -> None:
+        """Keep ``stream`` as the entry of ``sock`` until ``sock`` is freed."""
+        key = id(sock)
         streams, watch = self.streams, self._watch
 
         def forget(_: object) -> None:
@@ -170,19 +239,42 @@ class SocketChannel:
 
         watch[key] = weakref.ref(sock, forget)
         streams[key] = stream
-        return stream
+
+    def _patch_handshake(self, cls: type) -> None:
+        """``SSLSocket.do_handshake``: note the connection as TLS before OpenSSL moves its
+        first (ciphertext) bytes, once per socket: not a message, and the plaintext
+        wrappers still meet the socket as new (their first send tells a client)."""
+        original = cls.do_handshake  # type: ignore[attr-defined]
+        session = self.session
+        handshaken = self._handshaken
+
+        def do_handshake(sock: Any, *args: Any, **kwargs: Any) -> Any:
+            key = id(sock)
+            if key not in handshaken:
+                try:
+                    stream = describe(sock, "ssl")
+                    if stream is not None:
+                        handshaken[key] = (stream.outgoing, weakref.ref(
+                            sock, lambda _: handshaken.pop(key, None)))
+                except Exception:
+                    session.errors += 1
+            return original(sock, *args, **kwargs)
+
+        do_handshake.__wrapped__ = original  # type: ignore[attr-defined]
+        self.patches.replace(cls, "do_handshake", do_handshake)
 
     # The wrappers below run at every send and receive. They keep what they need
     # in closure variables and take no thread-local guard: nested calls only
     # happen through SSLSocket, whose wrappers step aside when the socket is not
     # (yet) encrypted and plain ``socket`` methods do the work (and the counting).
+    # ``in_memory``: an ``ssl.SSLObject``, followed only once tied to its carrier.
 
-    def _patch_send(self, cls: type, name: str, kind: str) -> None:
+    def _patch_send(self, cls: type, name: str, kind: str, in_memory: bool = False) -> None:
         original = getattr(cls, name)
         session = self.session
         stamp, record = session.stamp, session.send
         streams_get = self.streams.get
-        new_stream = self._new_stream
+        new_stream = self._new_tls_stream if in_memory else self._new_stream
         channel = self
         counted = SENT_BYTES[name]
         plain_sendall = name == "sendall"  # bytes in: the commonest send, counted inline
@@ -192,6 +284,13 @@ class SocketChannel:
             if ssl_layer and sock._sslobj is None:
                 return original(sock, data, *args, **kwargs)
             stream = streams_get(id(sock), UNKNOWN)
+            if stream is not UNKNOWN and stream is not None and stream.carrier:
+                result = original(sock, data, *args, **kwargs)
+                try:  # TLS ciphertext: its plaintext is recorded (counted for the detector)
+                    stream.sent += counted(data, result)
+                except Exception:
+                    session.errors += 1
+                return result
             # before the bytes leave: a reader's later receive must not look earlier
             t = monotonic_ns() if stream is UNKNOWN or (stream is not None and stream.timed) \
                 else 0
@@ -218,7 +317,7 @@ class SocketChannel:
                             if stream.resp is not None:
                                 stream.resp.sent(data, sent, meta)
                         record(stream.kind, stream.outgoing, start, end, meta, taken)
-                elif channel.datagrams is not None:
+                elif not ssl_layer and channel.datagrams is not None:
                     channel.datagrams.sent(sock, name, data, args, result, taken)
             except Exception:
                 session.errors += 1
@@ -227,16 +326,17 @@ class SocketChannel:
         send.__wrapped__ = original  # type: ignore[attr-defined]
         self.patches.replace(cls, name, send)
 
-    def _patch_recv(self, cls: type, name: str, kind: str) -> None:
+    def _patch_recv(self, cls: type, name: str, kind: str, in_memory: bool = False) -> None:
         original = getattr(cls, name)
         session = self.session
         before_blocking, record = session.before_blocking, session.recv
         streams_get = self.streams.get
-        new_stream = self._new_stream
+        new_stream = self._new_tls_stream if in_memory else self._new_stream
         channel = self
         counted = RECEIVED_BYTES[name]
         plain_recv = name == "recv"  # bytes back: the commonest receive, counted inline
         ssl_layer = kind == "ssl"
+        may_block = not in_memory  # a memory BIO answers at once
 
         def recv(sock: Any, *args: Any, **kwargs: Any) -> Any:
             if ssl_layer and sock._sslobj is None:
@@ -246,7 +346,7 @@ class SocketChannel:
             # a flush per round trip). before_blocking guards its own work; what a
             # signal handler raises during the short wait propagates, as it would
             # have from the receive itself.
-            if monotonic() >= session.blocking_check_at:
+            if may_block and monotonic() >= session.blocking_check_at:
                 before_blocking(_ready_soon, sock, name, args, kwargs)
             result = original(sock, *args, **kwargs)
             try:
@@ -255,7 +355,9 @@ class SocketChannel:
                     stream = new_stream(sock, kind)
                 if stream is not None:
                     received = len(result) if plain_recv else counted(result)
-                    if received:
+                    if received and stream.carrier:
+                        stream.received += received  # TLS ciphertext, as in send
+                    elif received:
                         start = stream.received
                         stream.received = end = start + received
                         meta = None
@@ -266,7 +368,7 @@ class SocketChannel:
                                     _received_bytes(name, args, kwargs, result, received),
                                     meta)
                         record(stream.kind, stream.incoming, start, end, meta)
-                elif channel.datagrams is not None:
+                elif not ssl_layer and channel.datagrams is not None:
                     channel.datagrams.received(sock, name, args, result)
             except Exception:
                 session.errors += 1
@@ -323,7 +425,8 @@ def _received_bytes(name: str, args: tuple[Any, ...], kwargs: dict[str, Any], re
             return bytes(result)
         if name == "recvmsg":
             return bytes(result[0])
-        buffer = args[0] if args else kwargs.get("buffer")
+        at = 1 if name == "read" else 0  # read(len, buffer), recv_into(buffer, ...)
+        buffer = args[at] if len(args) > at else kwargs.get("buffer")
         if name in ("recv_into", "read") and buffer is not None:
             return bytes(memoryview(buffer).cast("B")[:count])
     except (TypeError, ValueError, IndexError):
@@ -340,6 +443,7 @@ SENT_BYTES: dict[str, Callable[[Any, Any], int]] = {
     "send": lambda data, result: int(result),
     "sendmsg": lambda data, result: int(result),
     "sendall": lambda data, result: memoryview(data).nbytes,
+    "write": lambda data, result: int(result),
 }
 """How many bytes a successful call of each send method moved (from its data and result)."""
 RECEIVED_BYTES: dict[str, Callable[[Any], int]] = {
