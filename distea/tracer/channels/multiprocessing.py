@@ -15,7 +15,10 @@ The connection writes its descriptor with ``os.write``/``_multiprocessing``
 bound at import, so ``socket.socket`` patches never see it; the pipe
 interceptor of :mod:`distea.tracer.channels.pipes` may (``os.write`` is
 patched before multiprocessing binds it), and is told to stay out by
-:data:`GUARD` ``.in_mp_call``. The guard is this module's own thread-local,
+:data:`GUARD` ``.in_mp_call``: the connection whose call is running, so that
+only its own descriptor is left out (a finalizer that runs inside the call,
+such as a semaphore's unregistering write to the resource tracker's pipe,
+is still the pipe's). The guard is this module's own thread-local,
 not ``session.local``: the session replaces that one in a forked child,
 while patches made before the fork keep the object they captured.
 
@@ -76,7 +79,8 @@ if TYPE_CHECKING:
 HOST = socket.gethostname()
 KIND = "mp"
 GUARD = threading.local()
-"""Reentrancy flags shared by distea's message channels (``in_mp_call``)."""
+"""Reentrancy flags shared by distea's message channels (``in_mp_call``: the
+``Connection`` whose send or receive is running in this thread, else falsy)."""
 
 
 def fingerprint(data: Any) -> int:
@@ -187,7 +191,7 @@ class MultiprocessingChannel:
                     reserved = session.stamp()
             except Exception:
                 session.errors += 1
-            local.in_mp_call = True
+            local.in_mp_call = conn  # truthy; the pipe channel skips its descriptor only
             t0 = monotonic_ns()
             try:
                 original(conn, buf)
@@ -221,7 +225,7 @@ class MultiprocessingChannel:
                 session.before_blocking()  # the program may wait here: records leave first
             except Exception:
                 session.errors += 1
-            local.in_mp_call = True
+            local.in_mp_call = conn  # truthy; the pipe channel skips its descriptor only
             t0 = monotonic_ns()
             try:
                 result = original(conn, maxsize)
