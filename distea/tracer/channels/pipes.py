@@ -43,8 +43,8 @@ write also carries ``meta["t"] = [t0, t1]``, ``time.monotonic_ns()`` read
 just before the system call and just after it returned (for a file object,
 around the raw call; a coalesced write's bracket spans both writes): on one
 host that places the calls in the pipe's own order
-(:mod:`distea.analyzer.match_pipes`). Two readings and a small dict cost
-about 0.2 µs a call.
+(:mod:`distea.analyzer.match_pipes`). The two readings, the dict and its
+packing are a small part of a recorded call (CHANGELOG: measured).
 
 Reads and writes that multiprocessing's connections make are theirs (kind
 ``mp``, :data:`~distea.tracer.channels.multiprocessing.GUARD`) and are not
