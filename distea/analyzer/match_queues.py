@@ -50,6 +50,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 
+from distea.analyzer.brackets import bracket, one_host_nothing_lost
 from distea.model import MessageEvent, ProcessInfo
 
 
@@ -69,7 +70,7 @@ def pairs_by_brackets(events: Sequence[MessageEvent], proc_of: Sequence[int],
     if sends_by_time is None or recvs_by_time is None or len(recvs_by_time) > len(sends_by_time):
         return None
     owners = {process_keys[p] for p in {proc_of[i] for i in sends} | {proc_of[i] for i in recvs}}
-    if not _one_host_nothing_lost(owners, processes):
+    if not one_host_nothing_lost(owners, processes):
         return None
     pairs: list[tuple[int, int]] = []
     for (_r0, r1, r), (s0, _s1, s) in zip(recvs_by_time, sends_by_time, strict=False):
@@ -84,28 +85,17 @@ def _by_time(events: Sequence[MessageEvent], ids: list[int]
     """``(t0, t1, id)`` in bracket order; None if one is missing or two overlap."""
     brackets: list[tuple[int, int, int]] = []
     for i in ids:
-        meta = events[i].meta
-        t = meta.get("t") if meta else None
-        if not isinstance(t, list | tuple) or len(t) != 2:
+        t = bracket(events[i])
+        if t is None:
             return None
         brackets.append((t[0], t[1], i))
     brackets.sort()
     previous_end = None
     for t0, t1, _ in brackets:
-        if t1 < t0 or (previous_end is not None and t0 <= previous_end):
+        if previous_end is not None and t0 <= previous_end:
             return None
         previous_end = t1
     return brackets
-
-
-def _one_host_nothing_lost(keys: set[str], processes: Mapping[str, ProcessInfo]) -> bool:
-    hosts: set[str] = set()
-    for key in keys:
-        info = processes.get(key)
-        if info is None or not info.complete or info.dropped_events:
-            return False
-        hosts.add(info.host)
-    return len(hosts) == 1
 
 
 def _fp(ev: MessageEvent) -> object:

@@ -34,7 +34,8 @@ Per kind:
 - ``torch`` with ``meta["role"]``: a collective ``GROUP:SEQ``, all sends →
   all receives (a hub); without a role it is point-to-point, as below;
 - ``pipe``: byte offsets per pipe, like streams, where the processes using
-  one end took turns; safely uncertain otherwise
+  one end took turns; where several used one end at once, the pipe's order
+  from same-host ``CLOCK_MONOTONIC`` brackets; safely uncertain otherwise
   (:mod:`distea.analyzer.match_pipes`);
 - ``file``: by same-host real time, :mod:`distea.analyzer.match_files`;
 - ``mp`` on a pipe or socket pair shared by several processes (a queue),
@@ -315,7 +316,7 @@ def _match_group(m: Matching, kind: str, sends: list[int], recvs: list[int],
     elif kind in STREAM_KINDS:
         _match_stream(m, sends, recvs, result)
     elif kind == match_pipes.KIND:
-        piped = match_pipes.match_pipe(m, sends, recvs)
+        piped = match_pipes.match_pipe(m, sends, recvs, processes)
         result.matched, result.ambiguous = piped.matched, piped.ambiguous
         result.unmatched_sends = piped.unmatched_sends
     elif kind == "proc":

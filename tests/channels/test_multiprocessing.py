@@ -211,6 +211,54 @@ def test_manager_proxies(program, method: str) -> None:
     assert "mp_manager.before_recv" not in impacted
 
 
+MANAGER_THREADS = """
+import threading
+from multiprocessing import Manager
+
+def worker(shared, i, barrier, idents):
+    idents.append(threading.get_ident())
+    barrier.wait()
+    for k in range(30):
+        shared[f"t{i}"] = k  # every reply is ('#RETURN', None): they all look alike
+
+if __name__ == "__main__":
+    with Manager() as manager:
+        shared, barrier, idents = manager.dict(), threading.Barrier(3), []
+        threads = [threading.Thread(target=worker, args=(shared, i, barrier, idents))
+                   for i in range(3)]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join()
+        print(sorted(shared.items()))
+        with open("idents.txt", "w") as out:  # the threads' own record (not on stdout)
+            print(*idents, file=out)
+"""
+
+
+def test_manager_client_threads_get_their_own_replies(program) -> None:
+    """Three threads of one client use one proxy each through their own connection,
+    all under one address pair (``pidN>PATH``). The manager serves each connection
+    in a thread of its own, so every reply a worker thread got was sent by the one
+    manager thread that got its requests; look-alike replies once paired across
+    threads (FIFO per sender over one channel name)."""
+    script = program("mp_manager_threads.py", MANAGER_THREADS)
+    traced = run_both(script)  # the traced run is the second: idents.txt is its
+    assert traced.stdout == "[('t0', 29), ('t1', 29), ('t2', 29)]\n"
+    workers = {int(ident) for ident in (script.parent / "idents.txt").read_text().split()}
+    served_by: dict[int, set[int]] = {w: set() for w in workers}
+    serving: dict[int, set[int]] = {w: set() for w in workers}
+    for s, r in traced.edges("mp"):
+        if r.thread in workers and traced.role(r) == "mp_manager_threads.py":
+            served_by[r.thread].add(s.thread)  # a reply the worker got
+        if s.thread in workers and traced.role(s) == "mp_manager_threads.py":
+            serving[s.thread].add(r.thread)  # a request the manager got
+    assert all(len(threads) == 1 for threads in served_by.values()), served_by
+    assert served_by == serving
+    assert len(set().union(*served_by.values())) == 3
+    assert traced.run.matching.by_kind["mp"].external == 0
+
+
 EXECUTOR = """
 import multiprocessing as mp, sys
 from concurrent.futures import ProcessPoolExecutor
@@ -284,7 +332,7 @@ def test_connection_channel_names(tmp_path: Path) -> None:
     import os
     import socket
 
-    from distea.tracer.channels.multiprocessing import fd_channels, fingerprint
+    from distea.tracer.channels.multiprocessing import fd_channels, fingerprint, unnamed_unix_end
 
     r, w = connection.Pipe(duplex=False)
     assert fd_channels(r.fileno()) == fd_channels(w.fileno())
@@ -297,6 +345,10 @@ def test_connection_channel_names(tmp_path: Path) -> None:
     client.connect(str(tmp_path / "l.sock"))
     out, into = fd_channels(client.fileno())
     assert out.endswith(f">{tmp_path / 'l.sock'}") and into.startswith(f"{tmp_path / 'l.sock'}>")
+    # the client end is unnamed (pidN): its connections get a name each at their first
+    # message; a socket pair's and a pipe's names are one per end already
+    assert unnamed_unix_end(out) and unnamed_unix_end(into)
+    assert not any(unnamed_unix_end(name) for name in (*names, *fd_channels(r.fileno())))
     for c in (r, w, a, b, listener):
         c.close()
     client.close()

@@ -15,7 +15,10 @@ The connection writes its descriptor with ``os.write``/``_multiprocessing``
 bound at import, so ``socket.socket`` patches never see it; the pipe
 interceptor of :mod:`distea.tracer.channels.pipes` may (``os.write`` is
 patched before multiprocessing binds it), and is told to stay out by
-:data:`GUARD` ``.in_mp_call``. The guard is this module's own thread-local,
+:data:`GUARD` ``.in_mp_call``: the connection whose call is running, so that
+only its own descriptor is left out (a finalizer that runs inside the call,
+such as a semaphore's unregistering write to the resource tracker's pipe,
+is still the pipe's). The guard is this module's own thread-local,
 not ``session.local``: the session replaces that one in a forked child,
 while patches made before the fork keep the object they captured.
 
@@ -76,7 +79,8 @@ if TYPE_CHECKING:
 HOST = socket.gethostname()
 KIND = "mp"
 GUARD = threading.local()
-"""Reentrancy flags shared by distea's message channels (``in_mp_call``)."""
+"""Reentrancy flags shared by distea's message channels (``in_mp_call``: the
+``Connection`` whose send or receive is running in this thread, else falsy)."""
 
 
 def fingerprint(data: Any) -> int:
@@ -122,6 +126,12 @@ def _peer(sock: socket.socket) -> Any:
 
 
 
+def unnamed_unix_end(name: str) -> bool:
+    """Whether a connected socket's channel ``SRC>DST`` has an unnamed Unix end
+    (``pidN``): every connection of that process to that path has this name."""
+    return any(end.startswith("pid") and end[3:].isdigit() for end in name.split(">"))
+
+
 class _Ends:
     """Per-connection state: channel names and message counts at this end."""
 
@@ -137,6 +147,20 @@ class _Ends:
         ``meta["t"]``, since several processes may share it (a queue). A connected
         socket's name (``SRC>DST``) may stand for several connections at once
         (``pidN>PATH``), so brackets could not order its messages: none taken."""
+
+    def connection_name(self, name: str, fp: int) -> str:
+        """``name`` made one connection's, by the first message in its direction.
+
+        A client process's connections to one Unix path (a manager client with
+        several threads: one connection each) share ``pidN>PATH``, and FIFO per
+        sender paired a thread's replies with another thread's look-alike ones.
+        Both ends of a direction see its first message, so both suffix its
+        fingerprint: ``pidN>PATH#FP``. A manager's (and any authenticated
+        ``Listener``'s) first message each way is a random challenge or its
+        digest, so every connection gets its own name; where first messages
+        repeat, connections share a name as before.
+        """
+        return f"{name}#{fp:x}" if unnamed_unix_end(name) else name
 
 
 class MultiprocessingChannel:
@@ -187,7 +211,7 @@ class MultiprocessingChannel:
                     reserved = session.stamp()
             except Exception:
                 session.errors += 1
-            local.in_mp_call = True
+            local.in_mp_call = conn  # truthy; the pipe channel skips its descriptor only
             t0 = monotonic_ns()
             try:
                 original(conn, buf)
@@ -199,6 +223,8 @@ class MultiprocessingChannel:
                     index = ends.sent
                     ends.sent += 1
                     meta: dict[str, Any] = {"fp": fingerprint(buf)}
+                    if index == 0:
+                        ends.outgoing = ends.connection_name(ends.outgoing, meta["fp"])
                     if ends.timed:
                         meta["t"] = [t0, t1]
                     session.send(KIND, ends.outgoing, index, index + 1, meta, stamp=reserved)
@@ -221,7 +247,7 @@ class MultiprocessingChannel:
                 session.before_blocking()  # the program may wait here: records leave first
             except Exception:
                 session.errors += 1
-            local.in_mp_call = True
+            local.in_mp_call = conn  # truthy; the pipe channel skips its descriptor only
             t0 = monotonic_ns()
             try:
                 result = original(conn, maxsize)
@@ -237,6 +263,8 @@ class MultiprocessingChannel:
                         meta["t"] = [t0, t1]
                     index = ends.received
                     ends.received += 1
+                    if index == 0:
+                        ends.incoming = ends.connection_name(ends.incoming, meta["fp"])
                     session.recv(KIND, ends.incoming, index, index + 1, meta)
             except Exception:
                 session.errors += 1

@@ -38,13 +38,20 @@ this process counted them; the counts are kept per inode, so that
 ``os.read`` and a file object reading one pipe add up. A forked child
 inherits its parent's counts: where it takes over an end, its offsets go on
 where the parent's stopped; where both go on using one end, their ranges
-overlap and the analyzer pairs that pipe safely instead of by offsets
-(:mod:`distea.analyzer.match_pipes`).
+overlap and offsets cannot say how their bytes interleaved. So every read and
+write also carries ``meta["t"] = [t0, t1]``, ``time.monotonic_ns()`` read
+just before the system call and just after it returned (for a file object,
+around the raw call; a coalesced write's bracket spans both writes): on one
+host that places the calls in the pipe's own order
+(:mod:`distea.analyzer.match_pipes`). The two readings, the dict and its
+packing are a small part of a recorded call (CHANGELOG: measured).
 
 Reads and writes that multiprocessing's connections make are theirs (kind
 ``mp``, :data:`~distea.tracer.channels.multiprocessing.GUARD`) and are not
-counted here. Not seen: FIFOs opened with ``open(path)`` (rare; the
-descriptor is not known to be a pipe before the file object exists),
+counted here; only the running call's own descriptor is theirs (a
+finalizer that writes to another pipe during the call is recorded). Not
+seen: FIFOs opened with ``open(path)`` (rare; the descriptor is not known
+to be a pipe before the file object exists),
 ``os.readv``/``os.writev``/``os.splice``/``os.sendfile``, and pipes written
 by C extensions or non-Python children (their reader's bytes have no
 recorded send: external, reported).
@@ -60,6 +67,7 @@ import socket
 import stat
 import sys
 from threading import get_ident
+from time import monotonic_ns
 
 from distea.tracer.channels.multiprocessing import GUARD
 from distea.tracer.channels.patching import Patches
@@ -76,6 +84,14 @@ OPEN_PARAMETERS = ("file", "mode", "buffering", "encoding", "errors", "newline",
 STD_STREAMS = (("stdin", 0), ("stdout", 1), ("stderr", 2))
 FD_MAKERS = ("pipe", "pipe2", "open", "dup")
 FD_CLOSERS = ("close", "dup2", "closerange")
+
+
+def moved_by_multiprocessing(fd: int) -> bool:
+    """Whether ``fd`` is the descriptor of the multiprocessing call running in this
+    thread (its bytes are that channel's messages). Any other descriptor used
+    meanwhile (a finalizer writing to another pipe) is a pipe's."""
+    conn = getattr(GUARD, "in_mp_call", None)
+    return bool(conn) and getattr(conn, "_handle", fd) == fd
 
 
 def pipe_name(ino: int) -> str:
@@ -135,7 +151,7 @@ class FileIO(io.FileIO):
         self._distea_pipe, self._distea_epoch = pipe, channel.epoch
         return pipe
 
-    def _distea_received(self, size: int) -> None:
+    def _distea_received(self, size: int, t0: int, t1: int) -> None:
         channel = self._distea_channel
         session = channel.session if channel is not None else None
         if channel is None or session is None or session.finished:
@@ -145,7 +161,7 @@ class FileIO(io.FileIO):
             if counts is not None:
                 start = counts.read
                 counts.read = start + size
-                session.recv(KIND, counts.name, start, start + size)
+                session.recv(KIND, counts.name, start, start + size, {"t": [t0, t1]})
         except Exception:
             channel.error()
 
@@ -159,23 +175,26 @@ class FileIO(io.FileIO):
 
     def read(self, size: int | None = -1) -> bytes:
         self._distea_before_read()
+        t0 = monotonic_ns()
         data = io.FileIO.read(self, size)
         if data:
-            self._distea_received(len(data))
+            self._distea_received(len(data), t0, monotonic_ns())
         return data
 
     def readall(self) -> bytes:
         self._distea_before_read()
+        t0 = monotonic_ns()
         data = io.FileIO.readall(self)
         if data:
-            self._distea_received(len(data))
+            self._distea_received(len(data), t0, monotonic_ns())
         return data
 
     def readinto(self, buffer: Any) -> int | None:
         self._distea_before_read()
+        t0 = monotonic_ns()
         size = io.FileIO.readinto(self, buffer)
         if size:
-            self._distea_received(size)
+            self._distea_received(size, t0, monotonic_ns())
         return size
 
     def write(self, data: Any) -> int:
@@ -288,7 +307,9 @@ class PipeChannel:
                 reserved = session.stamp()
         except Exception:
             self.error()
+        t0 = monotonic_ns()
         written = io.FileIO.write(file, data)
+        t1 = monotonic_ns()
         if not written or reserved is None:
             return written
         try:
@@ -297,13 +318,14 @@ class PipeChannel:
             value = reserved[0]
             if (extend is not None and records and records[-1] is extend
                     and clock.value == value and extend[4] == start):
+                # the bracket now spans both writes: every byte moved within it
                 record = (extend[0], value, extend[2], extend[3], end, extend[5], extend[6],
-                          extend[7])
+                          {"t": [extend[7]["t"][0], t1]})
                 records[-1] = record
                 self.last_send = (record, counts)
                 session.service_if_due()
                 return written
-            session.send(KIND, counts.name, start, end, None, stamp=reserved)
+            session.send(KIND, counts.name, start, end, {"t": [t0, t1]}, stamp=reserved)
             last = records[-1] if records else None
             self.last_send = ((last, counts) if last is not None and last[1] == value
                               and last[4] == end else None)
@@ -337,20 +359,23 @@ class PipeChannel:
 
         def read(fd: int, n: int) -> bytes:
             session = channel.session
-            if fds_get(fd, 0) != -1 and session is not None:
-                try:
-                    session.before_blocking()  # a pipe read may wait
-                except Exception:
-                    channel.error()
+            if fds_get(fd, 0) == -1 or session is None:
+                return orig_read(fd, n)  # not a pipe: a dict lookup
+            try:
+                session.before_blocking()  # a pipe read may wait
+            except Exception:
+                channel.error()
+            t0 = monotonic_ns()
             data = orig_read(fd, n)
-            if data and fds_get(fd, 0) != -1 and session is not None and not session.finished:
+            t1 = monotonic_ns()
+            if data and not session.finished:
                 try:
                     ino = channel.pipe_inode(fd)
-                    if ino >= 0 and not getattr(GUARD, "in_mp_call", False):
+                    if ino >= 0 and not moved_by_multiprocessing(fd):
                         counts = channel.counts_of(ino)
                         start = counts.read
                         counts.read = end = start + len(data)
-                        session.recv(KIND, counts.name, start, end)
+                        session.recv(KIND, counts.name, start, end, {"t": [t0, t1]})
                 except Exception:
                     channel.error()
             return data
@@ -359,7 +384,7 @@ class PipeChannel:
             session = channel.session
             counts = reserved = None
             if (fds_get(fd, 0) != -1 and session is not None and not session.finished
-                    and not getattr(GUARD, "in_mp_call", False)):
+                    and not moved_by_multiprocessing(fd)):
                 try:
                     ino = channel.pipe_inode(fd)
                     if ino >= 0:
@@ -367,13 +392,17 @@ class PipeChannel:
                         reserved = session.stamp()
                 except Exception:
                     channel.error()
+            if reserved is None:
+                return orig_write(fd, data)
+            t0 = monotonic_ns()
             written = orig_write(fd, data)
-            if written and counts is not None and reserved is not None:
+            t1 = monotonic_ns()
+            if written and counts is not None:
                 try:
                     start = counts.written
                     counts.written = end = start + written
-                    session.send(KIND, counts.name, start, end, None,  # type: ignore[union-attr]
-                                 stamp=reserved)
+                    session.send(KIND, counts.name, start, end,  # type: ignore[union-attr]
+                                 {"t": [t0, t1]}, stamp=reserved)
                 except Exception:
                     channel.error()
             return written
