@@ -28,7 +28,8 @@ Records are msgpack arrays whose first item is a :class:`Tag`:
   RECV     [7, clock, cid, start, end, mid, thread, meta]
   STATS    [8, {dropped_events, tracer_errors, ...}]   (cumulative; latest wins)
   END      [9, clock, reason]
-  UNTRACED [10, pid, argv, reason]
+  UNTRACED [10, pid, argv, reason(, {token, pipes})]   (extra: a non-Python child's
+                                        spawn token and stdin/stdout/stderr pipe names)
   LINK     [11, kind, end_a, end_b]     (two channel ends of one pipe/socketpair)
   CHANNEL  [12, cid, kind, channel]     (declares channel number cid of this log)
 
@@ -588,8 +589,11 @@ def _load_process(log: Path, data: RunData) -> None:
                             data.links.append(ChannelLink(key, str(rec[1]), str(rec[2]),
                                                           str(rec[3])))
                         elif tag == t_untraced:
-                            data.untraced.append(UntracedChild(key, rec[1], tuple(rec[2]),
-                                                               str(rec[3])))
+                            extra = rec[4] if len(rec) > 4 and isinstance(rec[4], dict) else {}
+                            pipes = extra.get("pipes")
+                            data.untraced.append(UntracedChild(
+                                key, rec[1], tuple(rec[2]), str(rec[3]), extra.get("token"),
+                                tuple(pipes) if isinstance(pipes, list) else ()))
                     except (KeyError, ValueError, TypeError, IndexError):
                         if not malformed:
                             first_malformed = f"{rec!r:.80}"
