@@ -203,5 +203,7 @@ def notes(traffic: Sequence[ChildTraffic]) -> list[str]:
         lines.append(f"{len(ts)} non-Python child(ren) {name}: {what} ordered after their "
                      "spawn and what was written to their stdin"
                      + (f" ({relayed} after every earlier write of other processes: safe, "
-                        "less precise)" if relayed else ""))
+                        "less precise)" if relayed else "")
+                     + (f"; {name} only prints, so nothing else it does goes unobserved"
+                        if all(is_quiet(t.child) for t in ts) else ""))
     return lines

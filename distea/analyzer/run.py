@@ -25,8 +25,10 @@ from distea.analyzer.resolve import QueryError, diff_methods, resolve, resolve_a
 from distea.analyzer.unseen import (
     Unseen,
     UnseenReport,
+    covered_notes,
     inferred_reports,
     possible_edges,
+    split_covered,
     split_reports,
 )
 from distea.model import Execution, MessageEvent, Method, ProcessInfo, RunData, UntracedChild
@@ -165,13 +167,7 @@ class Run:
     @property
     def notes(self) -> list[str]:
         """What was not recorded but is explained and ordered safely: not problems."""
-        out = child_rule.notes(self.matching.children)
-        quiet = [c for c in self.not_python if child_rule.is_quiet(c)]
-        if quiet:
-            names = sorted({" ".join(c.argv) for c in quiet})
-            out.append(f"{len(quiet)} non-Python child(ren) ({', '.join(names)}) only print: "
-                       "nothing they do is unobserved once their output and exit are ordered")
-        return out
+        return child_rule.notes(self.matching.children) + covered_notes(self.unseen.covered)
 
     @cached_property
     def external_reasons(self) -> Counter[str]:
@@ -227,9 +223,12 @@ class Run:
                              default=0)
                     for key, events in self.data.messages.items()}
             reports = reports + inferred_reports(messages, ends, reports)
+        reports, covered = split_covered(reports, messages)
         keys = sorted(messages)
         index = {key: p for p, key in enumerate(keys)}
-        return possible_edges(reports, messages, index, keys)
+        found = possible_edges(reports, messages, index, keys)
+        found.covered = covered
+        return found
 
     @cached_property
     def matching(self) -> Matching:

@@ -349,7 +349,13 @@ def main():
     with open(path, "w+") as f:  # truncated at its open: reads nothing older
         f.write("again")
     with open(path) as f:  # an ordinary read
-        return f.read()
+        text = f.read()
+    named = tempfile.NamedTemporaryFile(dir=".", delete=False)  # through an opener
+    named.write(b"named")
+    named.close()  # the stream closes the descriptor os.open made
+    fd = os.open(named.name, os.O_RDONLY)  # likely the same descriptor number again
+    os.close(fd)  # no write of the closed temporary file is recorded here
+    return text
 
 
 print(main())
@@ -363,6 +369,10 @@ def test_an_open_that_creates_or_truncates_starts_a_new_content(
     traced = run_both(program("creates.py", CREATING_OPENS))
     assert traced.stdout == "again\n"
     reads = traced.events("file", "recv")
-    assert [bool(ev.meta and ev.meta.get("new")) for ev in reads] == [True, True, True, False]
+    assert [bool(ev.meta and ev.meta.get("new")) for ev in reads] == [
+        True, True, True, False, True, False]
     writes = traced.events("file", "send")
-    assert [bool(ev.meta and ev.meta.get("trunc")) for ev in writes] == [True, True, True]
+    assert [bool(ev.meta and ev.meta.get("trunc")) for ev in writes] == [True] * 4
+    # the named file's one write, recorded at its stream's close under its own path
+    assert writes[-1].meta and writes[-1].meta["size"] == 5
+    assert writes[-1].meta["path"] == reads[-1].meta["path"]  # type: ignore[index]

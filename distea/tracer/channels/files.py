@@ -139,12 +139,17 @@ class FileChannel:
 
         def open(file: Any, mode: str = "r", *args: Any, **kwargs: Any) -> Any:
             stream = original(file, mode, *args, **kwargs)
-            channel._guarded(channel._opened, stream, file, mode)
+            by_opener = kwargs.get("opener") is not None or (len(args) > 5 and
+                                                             args[5] is not None)
+            channel._guarded(channel._opened, stream, stream.fileno() if by_opener else file,
+                             mode)
             return stream
 
         return open
 
     def _opened(self, stream: Any, file: Any, mode: str) -> None:
+        """``file``: what ``open`` was given, or the descriptor an ``opener`` returned
+        (``NamedTemporaryFile`` opens through one, with ``os.open``: recorded there)."""
         if isinstance(file, int):
             # os.fdopen(fd) of a file os.open opened for writing (tempfile.mkstemp, atomic
             # writers): the stream's close closes the fd without os.close, so the send moves
@@ -256,11 +261,20 @@ class FileChannel:
         writing = self.writing_fds
 
         def close(fd: int) -> None:
+            entry = writing.pop(fd, None) if writing else None
+            if entry is not None:
+                # the descriptor may have been closed another way since (a stream that
+                # took it over, a C library) and its number given to another file: its
+                # entry stands only while the descriptor is still that file
+                try:
+                    still = channel._identity(fd)
+                except OSError:
+                    still = None
+                if still is None or still[0] != entry[0]:
+                    entry = None
             original(fd)
-            if writing:
-                entry = writing.pop(fd, None)
-                if entry is not None:
-                    channel._closed(*entry)
+            if entry is not None:
+                channel._closed(*entry)
 
         return close
 
