@@ -111,7 +111,9 @@ def order_children(
     """Take the groups of non-Python children's output pipes and exits out of ``groups``
     and order their receives; see the module docstring."""
     out = ChildEdges()
-    children = [c for c in untraced if is_not_python(c) and (c.token or c.pipes or c.pid)]
+    # only children whose spawn names its token: their pipes were looked at (none, or
+    # the ones named); a run from before that says nothing of their stdin
+    children = [c for c in untraced if is_not_python(c) and c.token]
     if not children:
         return out
     spawn_of: dict[str, int] = {}

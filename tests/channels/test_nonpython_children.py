@@ -151,3 +151,49 @@ def test_the_middle_child_is_explained_not_external(pipeline: Traced) -> None:
     assert len(reader) == 1 and (reader[0].outputs, reader[0].exits, reader[0].relayed) == (
         1, 1, 2)
     assert not any("receives have no recorded send" in p for p in pipeline.run.problems)
+
+
+FEEDER = r'''
+import subprocess, sys
+
+def produce(p):
+    p.stdin.write(b"from the feeder\n")
+    p.stdin.close()
+
+def main():
+    p = subprocess.Popen([sys.executable, "reader.py"], stdin=subprocess.PIPE)
+    produce(p)
+    p.wait()
+
+main()
+'''
+
+READER = r'''
+import subprocess
+
+def early():
+    return 0
+
+def use(data):
+    print(data.decode().strip())
+
+early()
+# cat inherits this process's stdin (the feeder's pipe): only its stdout is redirected
+use(subprocess.run(["cat"], stdout=subprocess.PIPE, check=True).stdout)
+'''
+
+
+def test_a_child_that_inherits_a_pipe_as_stdin_relays_it(tmp_path: Path) -> None:
+    # feeder.produce writes the pipe that is reader's stdin; cat, started by reader
+    # without redirecting stdin, reads it and prints it to reader: use runs after that
+    folder = tmp_path / "app"
+    folder.mkdir()
+    (folder / "feeder.py").write_text(FEEDER)
+    (folder / "reader.py").write_text(READER)
+    traced = run_both(folder / "feeder.py")
+    assert traced.stdout == "from the feeder\n"
+    impacted = traced.impacted("feeder.produce")
+    assert "reader.use" in impacted
+    assert "reader.early" not in impacted
+    [cat] = traced.run.matching.children
+    assert cat.child.pipes[0] is not None and cat.relayed >= 1

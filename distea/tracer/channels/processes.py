@@ -73,10 +73,26 @@ def _can_exec(path: Any) -> bool:
         return True
 
 
+def _spawn_std_fds(file_actions: Any) -> list[int | None]:
+    """The parent's descriptors that a ``posix_spawn`` child gets as 0, 1 and 2: its own
+    0, 1 and 2 unless a file action replaces them (None: not a descriptor of ours)."""
+    fds: list[int | None] = [0, 1, 2]
+    for action in file_actions or ():
+        if action and action[0] == os.POSIX_SPAWN_DUP2 and action[2] in (0, 1, 2):
+            fds[action[2]] = action[1]
+        elif action and action[0] in (os.POSIX_SPAWN_OPEN, os.POSIX_SPAWN_CLOSE) and \
+                action[1] in (0, 1, 2):
+            fds[action[1]] = None
+    return fds
+
+
 def _pipe_names(fds: Sequence[Any]) -> list[str | None]:
-    """The pipe channel name of each descriptor that is a pipe, else None."""
+    """The pipe channel name of each of the child's descriptors 0, 1, 2 that is a pipe,
+    else None; ``fds`` as ``fork_exec`` takes them, where -1 means inherited: the parent's
+    own 0, 1 or 2 (None: not a descriptor of ours)."""
     names: list[str | None] = []
-    for fd in fds:
+    for std, fd in enumerate(fds):
+        fd = std if fd == -1 else fd
         try:
             st = os.fstat(fd) if isinstance(fd, int) and fd >= 0 else None
         except OSError:
@@ -200,7 +216,8 @@ class ProcessChannel:
                 if self.session is not None:
                     self.session.errors += 1
             pid = original(path, argv, env, *args, **kwargs)
-            self._note_not_python(pid, argv, variables.get(PARENT_TOKEN_ENV))
+            self._note_not_python(pid, argv, variables.get(PARENT_TOKEN_ENV),
+                                  _spawn_std_fds(kwargs.get("file_actions")))
             return pid
 
         return posix_spawn
