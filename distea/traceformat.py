@@ -84,8 +84,9 @@ Channel conventions (what SEND/RECV carry, per ``kind``):
   channels recorded; ``channel`` is the connection's outgoing ``"SRC>DST"``,
   ``start``/``end`` 0/1, ``meta`` the window and counts (``lo``, ``sent``,
   ``received``, ``kernel_sent``, ``kernel_received``, ``recorded_sent``,
-  ``recorded_received``, ``at``, ``reason``). The analyzer takes these out
-  before matching (``distea/analyzer/unseen.py``).
+  ``recorded_received``, ``at``, ``reason``; ``via``: the torch process
+  group that claimed the connection when it was created). The analyzer
+  takes these out before matching (``distea/analyzer/unseen.py``).
 - Timed kinds, paired by same-host CLOCK_MONOTONIC (``meta["t"]``, ns):
   ``sem`` (a multiprocessing semaphore: release SEND, acquire RECV;
   channel ``HOST:sem:NAME``), ``signal`` (``os.kill`` and friends SEND with

@@ -206,6 +206,7 @@ class UnseenTrafficDetector:
 
     def uninstall(self) -> None:
         self.patches.restore()
+        CLAIMED.clear()
         if self.session is not None and self.audit in self.session.audits:
             self.session.audits.remove(self.audit)
         _fork_hooked.clear()
