@@ -21,7 +21,8 @@ middle (:mod:`distea.analyzer.relays`), the child is a **relay**:
   through a non-Python child feeding its stdin, after that child's inputs
   in the same way (``python a.py | sort | python b.py``, ``a | cat | sort``);
 - other processes' recorded writes to the same output pipe are candidates
-  the same way.
+  the same way; so are the spawns of several children that write one pipe
+  (an inherited stderr): which of them wrote what was read is not known.
 
 A receive of the receiving process's own sends needs no edge: its clock
 orders them. Such receives are counted ``matched`` where nothing but the
@@ -125,7 +126,7 @@ def order_children(
             pipe_sends[channel] = sends
     writers_of: dict[str, list[UntracedChild]] = defaultdict(list)  # pipe -> children
     for c in children:
-        for name in c.pipes[1:3]:
+        for name in dict.fromkeys(c.pipes[1:3]):
             if name:
                 writers_of[name].append(c)
 
@@ -143,32 +144,40 @@ def order_children(
                     candidates.extend(up_certain + up_candidates)
         return certain, candidates
 
+    traffic = {id(c): ChildTraffic(c) for c in children}
+
+    def take(key: tuple[str, str], writers: list[UntracedChild]) -> None:
+        """Order the receives of one group after what its writers' output may hold."""
+        sends, recvs = groups.pop(key)
+        certain: list[int] = []
+        candidates = list(sends)  # other processes' writes to the same pipe (a shared
+        for c in writers:          # stdout) are candidates too
+            c_certain, c_candidates = inputs(c, {id(c)})
+            if len(writers) == 1:
+                certain.extend(c_certain)
+            else:  # which child wrote the bytes read is not known
+                candidates.extend(c_certain)
+            candidates.extend(c_candidates)
+        out.receives.extend(recvs)
+        relayed = sum(_order(m, r, certain, candidates, out) for r in recvs)
+        out.counts.append((key[0], len(sends), len(recvs), relayed))
+        t = traffic[id(writers[0])]  # a pipe several children write counts with the first
+        t.relayed += relayed
+        if key[0] == "exit":
+            t.exits += len(recvs)
+        else:
+            t.outputs += len(recvs)
+
+    for name, writers in writers_of.items():
+        if groups.get(("pipe", name), ([], []))[1]:
+            take(("pipe", name), writers)
     for c in children:
-        traffic = ChildTraffic(c)
-        certain, candidates = inputs(c, {id(c)})
-        taken: list[tuple[str, str]] = []
-        for name in dict.fromkeys(n for n in c.pipes[1:3] if n):
-            key = ("pipe", name)
-            if key in groups and groups[key][1]:
-                taken.append(key)
         host = processes[c.parent].host if processes and c.parent in processes \
             else c.parent.split(":", 1)[0]
         exit_key = ("exit", f"{host}:{c.pid}")
         if c.pid is not None and exit_key in groups and not groups[exit_key][0]:
-            taken.append(exit_key)
-        for key in taken:
-            sends, recvs = groups.pop(key)
-            out.receives.extend(recvs)
-            # other processes' writes to the same pipe (a shared stdout) are candidates too
-            relayed = sum(_order(m, r, certain, candidates + sends, out) for r in recvs)
-            out.counts.append((key[0], len(sends), len(recvs), relayed))
-            traffic.relayed += relayed
-            if key[0] == "exit":
-                traffic.exits += len(recvs)
-            else:
-                traffic.outputs += len(recvs)
-        if traffic.outputs or traffic.exits:
-            out.traffic.append(traffic)
+            take(exit_key, [c])
+    out.traffic = [t for t in traffic.values() if t.outputs or t.exits]
     return out
 
 

@@ -72,3 +72,28 @@ def test_a_non_python_child_in_the_middle_is_a_relay(tb: TraceBuilder) -> None:
                                             ("W", "app.write2"), ("P", "app.reap")}
     assert any("sort" in note for note in run.notes)
     assert any("not Python" in p and "(sort)" in p for p in run.problems)  # files unseen
+
+
+def test_children_sharing_one_output_pipe_carry_each_others_inputs(tb: TraceBuilder) -> None:
+    # P starts ``ls`` and ``cat`` (stdin pipe 1) with one stdout, pipe 9, that R reads at
+    # R 3; W writes pipe 1 at W 2. What R read may come from either child: it is
+    # ordered after both spawns and after W's write.
+    p = tb.process("P")
+    p.run("app.start", 1, 2)
+    p.send(1, "proc", "P#1", 0, 1)
+    p.untraced(70, ["ls"], f"{NOT_PYTHON} (ls)", token="P#1", pipes=[None, "h:pipe:9", None])
+    p.send(2, "proc", "P#2", 0, 1)
+    p.untraced(71, ["cat"], f"{NOT_PYTHON} (cat)", token="P#2",
+               pipes=["h:pipe:1", "h:pipe:9", None])
+    w = tb.process("W")
+    w.run("app.write", 1, 2)
+    w.send(2, "pipe", "h:pipe:1", 0, 3)
+    r = tb.process("R")
+    r.run("app.before", 1, 2)
+    r.recv(3, "pipe", "h:pipe:9", 0, 8)
+    r.run("app.after", 4, 4)
+    run = load(tb)
+    assert run.matching.external == 0 and run.matching.by_kind["pipe"].relayed == 1
+    assert ("R", "app.after") in impacted(run, "app.write")
+    assert ("R", "app.after") in impacted(run, "app.start")
+    assert ("R", "app.before") not in impacted(run, "app.write", "app.start")
