@@ -33,19 +33,13 @@ import sys
 import tempfile
 import time
 import xml.etree.ElementTree as ET
-from collections import Counter
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
 from benchmarks.workloads.tools import _bin
-from distea.analyzer.match_unseen import UNSEEN_KIND
-from distea.analyzer.matching import STREAM_KINDS
 from distea.analyzer.run import Run
 
 TIMEOUT_S = 1800
-LAYERS = {"tcp": ("ssl",), "unix": ("ssl",), "ssl": ("tcp", "unix")}
-"""A TLS connection is recorded as plaintext (``ssl``) where ``ssl.SSLSocket`` moves the
-bytes and as ciphertext where asyncio's memory BIO does: the two do not pair."""
 
 
 @dataclass(slots=True)
@@ -172,7 +166,7 @@ def analyse(run_dir: Path) -> Analysis:
         out.receives, out.matched = m.recvs, m.matched
         out.ambiguous, out.external = m.ambiguous, m.external
         out.demoted = len(order.demoted_receives)
-        out.external_reasons = dict(external_reasons(run))
+        out.external_reasons = dict(run.external_reasons)
         out.problems = run.problems
         methods = sorted(run.executed)
         if methods:
@@ -181,49 +175,6 @@ def analyse(run_dir: Path) -> Analysis:
     except Exception as exc:  # the point is to report it
         out.error = f"{type(exc).__name__}: {exc}"
     return out
-
-
-def external_reasons(run: Run) -> Counter[str]:
-    """Why each external receive has no send: what the recorded run can tell."""
-    m, order = run.matching, run.order
-    paired = {r for _, r in m.edges} | {r for _, recvs in m.hubs for r in recvs} | {
-        r for r, _ in m.uncertain}
-    paired -= {r for r in order.demoted_receives if not order.sources.get(r)}
-    links: dict[str, str] = {}
-    for link in run.data.links:
-        links[link.end_a], links[link.end_b] = link.end_b, link.end_a
-    sent_on: set[tuple[str, str]] = set()
-    unseen: set[str] = set()
-    for ev in m.events:
-        if ev.direction == "send":
-            name = links.get(ev.channel, ev.channel)
-            if ev.kind == UNSEEN_KIND:
-                unseen.add(name)
-            else:
-                sent_on.add((ev.kind, name))
-    reasons: Counter[str] = Counter()
-    for r, ev in enumerate(m.events):
-        if ev.direction != "recv" or r in paired:
-            continue
-        if ev.channel in unseen:
-            if (ev.kind, ev.channel) in sent_on:
-                continue  # its own process's sends order it: matched, with no edge
-            why = "only unseen writes (signal wakeup fd)"
-        elif ev.kind == "exit":
-            why = "the process left no exit record (killed, or its last records lost)"
-        elif r in order.demoted_receives:
-            why = "pairing demoted (closed a cycle), no earlier send"
-        elif (ev.kind, ev.channel) in sent_on and ev.kind in STREAM_KINDS | {"pipe"}:
-            why = "bytes beyond the recorded sends (unseen write or lost records)"
-        elif (ev.kind, ev.channel) in sent_on:
-            why = "more receives than recorded sends (a sender in C, such as a ZeroMQ " \
-                "proxy or socket monitor, or lost records)"
-        elif any((kind, ev.channel) in sent_on for kind in LAYERS.get(ev.kind, ())):
-            why = "the sender recorded this connection in another layer (TLS)"
-        else:
-            why = "no traced sender (peer untraced or outside the run)"
-        reasons[f"{ev.kind}: {why}"] += 1
-    return reasons
 
 
 def run_suite(spec: str, python: str, cwd: Path, include: list[str], keep: Path | None,

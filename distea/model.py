@@ -134,6 +134,10 @@ class UntracedChild:
     pid: int | None
     argv: tuple[str, ...]
     reason: str
+    token: str | None = None
+    """The spawn token of its start (the channel of its parent's ``proc`` send), if known."""
+    pipes: tuple[str | None, ...] = ()
+    """Pipe channel names of its stdin, stdout and stderr (None: not a pipe), if known."""
 
 
 @dataclass(frozen=True, slots=True)

@@ -28,7 +28,8 @@ Records are msgpack arrays whose first item is a :class:`Tag`:
   RECV     [7, clock, cid, start, end, mid, thread, meta]
   STATS    [8, {dropped_events, tracer_errors, ...}]   (cumulative; latest wins)
   END      [9, clock, reason]
-  UNTRACED [10, pid, argv, reason]
+  UNTRACED [10, pid, argv, reason(, {token, pipes})]   (extra: a non-Python child's
+                                        spawn token and stdin/stdout/stderr pipe names)
   LINK     [11, kind, end_a, end_b]     (two channel ends of one pipe/socketpair)
   CHANNEL  [12, cid, kind, channel]     (declares channel number cid of this log)
 
@@ -83,8 +84,9 @@ Channel conventions (what SEND/RECV carry, per ``kind``):
   channels recorded; ``channel`` is the connection's outgoing ``"SRC>DST"``,
   ``start``/``end`` 0/1, ``meta`` the window and counts (``lo``, ``sent``,
   ``received``, ``kernel_sent``, ``kernel_received``, ``recorded_sent``,
-  ``recorded_received``, ``at``, ``reason``). The analyzer takes these out
-  before matching (``distea/analyzer/unseen.py``).
+  ``recorded_received``, ``at``, ``reason``; ``via``: the torch process
+  group that claimed the connection when it was created). The analyzer
+  takes these out before matching (``distea/analyzer/unseen.py``).
 - Timed kinds, paired by same-host CLOCK_MONOTONIC (``meta["t"]``, ns):
   ``sem`` (a multiprocessing semaphore: release SEND, acquire RECV;
   channel ``HOST:sem:NAME``), ``signal`` (``os.kill`` and friends SEND with
@@ -588,8 +590,11 @@ def _load_process(log: Path, data: RunData) -> None:
                             data.links.append(ChannelLink(key, str(rec[1]), str(rec[2]),
                                                           str(rec[3])))
                         elif tag == t_untraced:
-                            data.untraced.append(UntracedChild(key, rec[1], tuple(rec[2]),
-                                                               str(rec[3])))
+                            extra = rec[4] if len(rec) > 4 and isinstance(rec[4], dict) else {}
+                            pipes = extra.get("pipes")
+                            data.untraced.append(UntracedChild(
+                                key, rec[1], tuple(rec[2]), str(rec[3]), extra.get("token"),
+                                tuple(pipes) if isinstance(pipes, list) else ()))
                     except (KeyError, ValueError, TypeError, IndexError):
                         if not malformed:
                             first_malformed = f"{rec!r:.80}"

@@ -14,6 +14,17 @@ close of **each** process that wrote after that truncation: certain edges,
 one per writer, since the bytes of any of them may be in what was read. No
 ambiguity, and safe.
 
+An open that created or truncated the file (``meta["new"]`` on its
+receive, ``trunc`` on its send) holds nothing written before it: such a
+read is ordered after no earlier write, and writes closed before such an
+open are not taken as read after it. Besides truncation this is what keeps
+a reused inode apart: a deleted file's inode, given to a file created later
+(``tempfile.mkstemp`` in another process), is one channel name for two files.
+A file created without ``O_EXCL`` and without truncating (``open(path,
+"a")`` of a new path) cannot be told from an old one: writes of a deleted
+file that had its inode stay candidates (safe, less precise) and may make a
+"changed after its last recorded write" line.
+
 What real time cannot decide is reported, never guessed:
 
 - a writer that still had the file open when the reader opened it (the
@@ -94,7 +105,7 @@ def match_files(m: Matching, groups: Sequence[tuple[list[int], list[int]]]) -> F
             rp, rh, t = m.proc_of[r], host(r), _meta_int(rev, "t")
             local = [s for s in sends if m.proc_of[s] != rp and host(s) == rh]
             remote = [s for s in writes_by_path.get(_path(rev), ()) if host(s) != rh]
-            edges = _local_writers(events, local, t)
+            edges = [] if _is_new(rev) else _local_writers(events, local, t)
             if any(_meta_int(events[s], "t_open") < t < _meta_int(events[s], "t") for s in local):
                 concurrent[_path(rev)] += 1
             if edges:
@@ -142,6 +153,11 @@ def _local_writers(events: Sequence[MessageEvent], local: list[int], t: int) -> 
 
 def _truncated(ev: MessageEvent) -> bool:
     return bool(ev.meta and ev.meta.get("trunc"))
+
+
+def _is_new(ev: MessageEvent) -> bool:
+    """A read whose own open created or truncated the file: it holds no earlier write."""
+    return bool(ev.meta and ev.meta.get("new"))
 
 
 def _chains(m: Matching, sends: list[int]) -> tuple[tuple[int, ...], ...]:

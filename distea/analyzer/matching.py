@@ -78,6 +78,7 @@ from collections import defaultdict
 from collections.abc import Collection, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 
+from distea.analyzer import children as child_rule
 from distea.analyzer import match_pipes
 from distea.analyzer import relays as relay_rule
 from distea.analyzer.match_broadcast import Group, pair_port, port_of, split_broadcasts
@@ -96,7 +97,7 @@ from distea.analyzer.match_unseen import (
     unseen_why,
 )
 from distea.analyzer.match_zmq import pair_zmq
-from distea.model import ChannelLink, MessageEvent, ProcessInfo
+from distea.model import ChannelLink, MessageEvent, ProcessInfo, UntracedChild
 
 STREAM_KINDS = frozenset({"tcp", "unix", "ssl"})
 LIFECYCLE_KINDS = frozenset({"proc", "exit"})
@@ -155,6 +156,12 @@ class Matching:
     """Untraced servers in the middle (:mod:`distea.analyzer.relays`), turned off ones too."""
     relay_of: dict[int, str] = field(default_factory=dict)
     """Receive id → address of the relay its edges pass through."""
+    children: list[child_rule.ChildTraffic] = field(default_factory=list)
+    """Non-Python children whose output or exit traced processes received
+    (:mod:`distea.analyzer.children`)."""
+    explained: set[int] = field(default_factory=set)
+    """Receives counted matched or relayed that may have no edge: from a relay or a
+    non-Python child, ordered by their own process's clock (never external)."""
 
     @property
     def sends(self) -> int:
@@ -183,11 +190,15 @@ def match(
     links: Sequence[ChannelLink] = (),
     processes: Mapping[str, ProcessInfo] | None = None,
     no_relay: Collection[str] = (),
+    untraced: Sequence[UntracedChild] = (),
 ) -> Matching:
     """Pair every send with its receives; see the module docstring for the rules.
 
     Streams to an untraced server that several processes talk to are relays
-    (:mod:`distea.analyzer.relays`), except the addresses in ``no_relay``.
+    (:mod:`distea.analyzer.relays`), except the addresses in ``no_relay``; what
+    traced processes read from the non-Python children in ``untraced`` (their
+    output pipes, their exits) is ordered after the children's inputs
+    (:mod:`distea.analyzer.children`).
     """
     keys = sorted(messages)
     events: list[MessageEvent] = []
@@ -233,6 +244,7 @@ def match(
     _relays(m, groups, processes, no_relay)
     mixed = mixed_channels(groups, STREAM_KINDS)  # TLS plaintext at one end only
     deferred: dict[str, list[tuple[str, list[int], list[int]]]] = defaultdict(list)
+    _children(m, groups, untraced, processes)
     unknown: set[str] = set()
     routed: list[tuple[str, str, list[int], list[int]]] = []
     files: list[tuple[list[int], list[int]]] = []
@@ -366,6 +378,7 @@ def _relays(m: Matching, groups: dict[tuple[str, str], tuple[list[int], list[int
             continue  # left to stream matching: external, as if it were not a relay
         for key in keys:
             del groups[key]
+        m.explained.update(recvs)
         counts = m.by_kind.get(kind)
         if counts is None:
             counts = m.by_kind[kind] = KindCounts()
@@ -378,6 +391,25 @@ def _relays(m: Matching, groups: dict[tuple[str, str], tuple[list[int], list[int
     m.uncertain.extend(u for u in out.uncertain if out.relay_of[u[0]] not in disabled)
     m.relay_of.update((r, a) for r, a in out.relay_of.items() if a not in disabled)
     m.notes.extend(relay_rule.disabled_notes(m.relays))
+
+
+def _children(m: Matching, groups: dict[tuple[str, str], tuple[list[int], list[int]]],
+              untraced: Sequence[UntracedChild],
+              processes: Mapping[str, ProcessInfo] | None) -> None:
+    """Take non-Python children's output pipes and exits out of ``groups`` and order them."""
+    found = child_rule.order_children(m, groups, untraced, processes)
+    m.edges.extend(found.edges)
+    m.uncertain.extend(found.uncertain)
+    m.children = found.traffic
+    m.explained.update(found.receives)
+    for kind, sends, recvs, relayed in found.counts:
+        counts = m.by_kind.get(kind)
+        if counts is None:
+            counts = m.by_kind[kind] = KindCounts()
+        counts.sends += sends
+        counts.recvs += recvs
+        counts.matched += recvs - relayed
+        counts.relayed += relayed
 
 
 def _count(m: Matching, kind: str, sends: list[int], recvs: list[int], result: _Result) -> None:

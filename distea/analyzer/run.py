@@ -8,12 +8,15 @@ once. Every result is a plain dataclass (:mod:`distea.analyzer.impact`).
 from __future__ import annotations
 
 import gc
+from collections import Counter
 from collections.abc import Iterable, Iterator, Sequence
 from contextlib import contextmanager
 from functools import cached_property
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from distea.analyzer import children as child_rule
+from distea.analyzer.external import external_reasons, problem_line
 from distea.analyzer.impact import Analysis, DepsResult, Explanation, ImpactResult
 from distea.analyzer.matching import STREAM_KINDS, Matching, match
 from distea.analyzer.order import Order, compute_order
@@ -22,8 +25,10 @@ from distea.analyzer.resolve import QueryError, diff_methods, resolve, resolve_a
 from distea.analyzer.unseen import (
     Unseen,
     UnseenReport,
+    covered_notes,
     inferred_reports,
     possible_edges,
+    split_covered,
     split_reports,
 )
 from distea.model import Execution, MessageEvent, Method, ProcessInfo, RunData, UntracedChild
@@ -114,7 +119,7 @@ class Run:
     def problems(self) -> list[str]:
         """Everything lost or doubtful: loading problems, untraced children, matching notes."""
         out = list(self.data.problems)
-        others = self.not_python
+        others = [c for c in self.not_python if not child_rule.is_quiet(c)]
         if others:
             names = sorted({c.reason[len(NOT_PYTHON):].strip(" ()") for c in others})
             out.append(f"{len(others)} child process(es) are not Python and were not traced ("
@@ -134,8 +139,7 @@ class Run:
         order = self.order  # first: demoted pairings move counts out of ``matched``
         m = self.matching
         if m.external:
-            out.append(f"{m.external} receives have no recorded send (external peer or lost "
-                       "records); they order nothing")
+            out.append(problem_line(m.external, self.external_reasons))
         if m.ambiguous:
             out.append(f"{m.ambiguous} receives could not be paired with one send; each is "
                        "ordered after every candidate send (safe, less precise)")
@@ -159,6 +163,17 @@ class Run:
                        "connection is safe, not precise")
         out.extend(self.unseen.notes)
         return out
+
+    @property
+    def notes(self) -> list[str]:
+        """What was not recorded but is explained and ordered safely: not problems."""
+        return child_rule.notes(self.matching.children) + covered_notes(self.unseen.covered)
+
+    @cached_property
+    def external_reasons(self) -> Counter[str]:
+        """``"KIND: why"`` → count, for every receive that has no recorded send."""
+        order = self.order  # first: demoted pairings move counts out of ``matched``
+        return external_reasons(self.matching, order, self.data.links)
 
     @property
     def not_python(self) -> list[UntracedChild]:
@@ -208,15 +223,19 @@ class Run:
                              default=0)
                     for key, events in self.data.messages.items()}
             reports = reports + inferred_reports(messages, ends, reports)
+        reports, covered = split_covered(reports, messages)
         keys = sorted(messages)
         index = {key: p for p, key in enumerate(keys)}
-        return possible_edges(reports, messages, index, keys)
+        found = possible_edges(reports, messages, index, keys)
+        found.covered = covered
+        return found
 
     @cached_property
     def matching(self) -> Matching:
         messages = self._split[0]
         with _no_gc():
-            m = match(messages, self.data.links, self.data.processes, self.no_relay)
+            m = match(messages, self.data.links, self.data.processes, self.no_relay,
+                      self.data.untraced)
         unknown = self.no_relay - {r.address for r in m.relays}
         if unknown:
             raise QueryError(f"--no-relay {', '.join(sorted(unknown))}: no such relay in this run"

@@ -16,6 +16,21 @@ unseen sends, and its recorded sends on the channel) and *receive points*
 in ``R`` (the windows of ``R``'s unseen receives, and its recorded receives
 on the channel), each an interval ``(lo, hi]`` of clocks.
 
+**Covered by a library's own records.** A report whose connection was
+claimed by torch.distributed (``meta["via"]``: the process group whose
+backend opened it while being created; see
+:mod:`distea.tracer.channels.torch_distributed`) is the transport of that
+group's collectives, whose order the torch channel records. It is taken
+out (no possible edge, no problem line; a note says so) only when all of
+this holds, else it stays a problem like any other:
+
+- the other end's process is traced and reported unseen bytes on the same
+  connection (reversed name), claimed for the same group: both ends are
+  ranks that opened it while creating that group;
+- no process of the run reported operations of that group that its hooks
+  did not see (a ``"GROUP:unseen"`` torch record): every operation that can
+  have moved bytes on it is recorded, in order.
+
 Safe rule: impact that has reached ``S`` at clock ``s`` can leave by the
 first send point ``x >= s``; the bytes sent then cannot be received before
 ``x`` in happens-before order, so the earliest receive point ``y`` in ``R``
@@ -30,7 +45,7 @@ from __future__ import annotations
 
 from collections import defaultdict
 from collections.abc import Iterator, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 from distea.analyzer.order import Order
@@ -56,6 +71,8 @@ class UnseenReport:
     at: str
     """``close``, ``periodic`` or ``exit``: when the check ran."""
     reason: str
+    via: str = ""
+    """The torch process group that claimed the connection at its creation, if any."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -79,6 +96,8 @@ class Unseen:
     reports: list[UnseenReport]
     edges: list[PossibleEdge]
     notes: list[str]
+    covered: list[UnseenReport] = field(default_factory=list)
+    """Reports of a torch group's own transport, whose operations were all recorded."""
 
 
 def split_reports(messages: Mapping[str, Sequence[MessageEvent]]
@@ -97,8 +116,46 @@ def split_reports(messages: Mapping[str, Sequence[MessageEvent]]
                 reports.append(UnseenReport(
                     key, ev.clock, int(meta.get("lo", 0)), ev.channel,
                     int(meta.get("sent", 0)), int(meta.get("received", 0)),
-                    str(meta.get("at", "")), str(meta.get("reason", ""))))
+                    str(meta.get("at", "")), str(meta.get("reason", "")),
+                    str(meta.get("via") or "")))
     return kept, reports
+
+
+def split_covered(reports: Sequence[UnseenReport],
+                  messages: Mapping[str, Sequence[MessageEvent]],
+                  ) -> tuple[list[UnseenReport], list[UnseenReport]]:
+    """(kept, covered): the reports a torch group's records cover (module docstring)."""
+    if not any(r.via for r in reports):
+        return list(reports), []
+    incomplete: set[str] = set()  # groups with operations the hooks did not see
+    for events in messages.values():
+        for ev in events:
+            if ev.kind == "torch" and ev.meta and ev.meta.get("op") == "unseen":
+                incomplete.add(ev.channel.rsplit(":", 1)[0])
+    claimed = {(r.process, r.channel, r.via) for r in reports if r.via}
+    kept: list[UnseenReport] = []
+    covered: list[UnseenReport] = []
+    for r in reports:
+        peer_claims = {p for p, channel, via in claimed
+                       if p != r.process and channel == _reverse(r.channel) and via == r.via}
+        if r.via and r.via not in incomplete and peer_claims:
+            covered.append(r)
+        else:
+            kept.append(r)
+    return kept, covered
+
+
+def covered_notes(covered: Sequence[UnseenReport]) -> list[str]:
+    """One line per process group whose transport's bytes are covered."""
+    by_group: dict[str, list[UnseenReport]] = defaultdict(list)
+    for r in covered:
+        by_group[r.via].append(r)
+    return [f"{sum(r.sent + r.received for r in rs)} bytes on "
+            f"{len({min(r.channel, _reverse(r.channel)) for r in rs})} tcp connection(s) "
+            f"between ranks moved in C by torch.distributed's transport of process group "
+            f"{group}, which opened them at its creation; every operation of the group was "
+            "recorded, so they order nothing more (covered)"
+            for group, rs in sorted(by_group.items())]
 
 
 def inferred_reports(messages: Mapping[str, Sequence[MessageEvent]],

@@ -562,6 +562,8 @@ def show_json(run: Run) -> dict[str, Any]:
         "untraced": [{"parent": u.parent, "pid": u.pid, "argv": list(u.argv),
                       "reason": u.reason} for u in run.data.untraced],
         "problems": run.problems,
+        "notes": run.notes,
+        "external_reasons": dict(run.external_reasons),
     }
 
 
@@ -610,5 +612,7 @@ def show(run_dir: Path | None, as_json: bool) -> None:
         console.print(kinds)
     _print_relays(console, msg["relays"])
     _print_not_python(console, run)
+    for note in data["notes"]:
+        console.print(f"  note: {note}", style="dim", soft_wrap=True)
     _print_problems(console, run, limit=None)
     _hint(console, "distea methods   |   distea impact FUNCTION")

@@ -529,8 +529,9 @@ class TracerSession:
         """Two channel ends that are one pipe or socket pair."""
         self.emitter.add([Tag.LINK, kind, end_a, end_b])
 
-    def untraced(self, pid: int | None, argv: list[str], reason: str) -> None:
-        self.emitter.add([Tag.UNTRACED, pid, argv, reason])
+    def untraced(self, pid: int | None, argv: list[str], reason: str,
+                 extra: dict[str, Any] | None = None) -> None:
+        self.emitter.add([Tag.UNTRACED, pid, argv, reason] + ([extra] if extra else []))
 
     def periodic(self) -> None:
         """Send last clocks and stats so a killed process loses little."""

@@ -90,3 +90,59 @@ def test_a_report_whose_peer_recorded_nothing_is_a_problem_only(tb: TraceBuilder
     run = load(tb)
     assert any("no traced process recorded the other end" in p for p in run.problems)
     assert impacted(run, "app.q") == {("A", "app.q")}
+
+
+def transport(tb: TraceBuilder, *, b_claims: str | None = "WORLD",
+              b_missed: bool = False) -> Run:
+    """Two ranks of group WORLD, its collective 0 ordering A 3 before B 5 (and back);
+    gloo's pair connection a:1<>b:2 moved bytes both ways unseen, claimed for WORLD by
+    A and (``b_claims``) by B at the group's creation."""
+    a, b = tb.process("A"), tb.process("B")
+    a.run("app.before", 1, 2)
+    a.send(3, "torch", "WORLD:0", 0, 1, op="allreduce", role="all")
+    a.recv(4, "torch", "WORLD:0", 0, 1, op="allreduce", role="all")
+    a.run("app.after", 5, 6)
+    a.send(7, "unseen", "a:1>b:2", 0, 1, lo=0, sent=40, received=40, at="exit",
+           reason="moved in C", via="WORLD")
+    b.run("app.early", 1, 2)
+    if b_missed:  # B's hooks missed operations of WORLD: B's tracer recorded that
+        b.send(3, "torch", "WORLD:unseen", 0, 1, op="unseen", role="all", unseen=1,
+               what="1 operations on process group WORLD were not seen")
+        b.recv(4, "torch", "WORLD:unseen", 0, 1, op="unseen", role="all", unseen=1,
+               what="1 operations on process group WORLD were not seen")
+    b.send(5, "torch", "WORLD:0", 0, 1, op="allreduce", role="all")
+    b.recv(6, "torch", "WORLD:0", 0, 1, op="allreduce", role="all")
+    b.run("app.late", 7, 8)
+    meta = {"via": b_claims} if b_claims else {}
+    b.send(9, "unseen", "b:2>a:1", 0, 1, lo=0, sent=40, received=40, at="exit",
+           reason="moved in C", **meta)
+    return load(tb)
+
+
+def test_a_torch_groups_own_transport_is_covered(tb: TraceBuilder) -> None:
+    # both ends claimed it for WORLD and no rank missed an operation of WORLD: the
+    # bytes are the collectives', ordered by the hub; no possible edge, no problem
+    run = transport(tb)
+    assert run.problems == []
+    assert run.unseen.edges == [] and len(run.unseen.covered) == 2
+    assert any("process group WORLD" in note and "covered" in note for note in run.notes)
+    # app.before (A 1-2) reaches B only through collective 0 (B's receive at 6)
+    assert starts(run, "app.before") == {"A": 1, "B": 6}
+    assert impacted(run, "app.early") == {("B", "app.early"), ("B", "app.late"),
+                                          ("A", "app.after")}
+
+
+def test_a_connection_one_end_did_not_claim_stays_a_problem(tb: TraceBuilder) -> None:
+    # B opened it outside the group's creation (a program's own connection, say): the
+    # bytes may be anything; possible edges order them safely
+    run = transport(tb, b_claims=None)
+    assert len([p for p in run.problems if "not seen by the tracer" in p]) == 2
+    assert run.unseen.covered == [] and run.unseen.edges
+    # app.early (B 1-2) may leave at B's window (0, 9] at once and reach A's (0, 7]
+    assert ("A", "app.before") in impacted(run, "app.early")
+
+
+def test_a_group_with_unseen_operations_covers_nothing(tb: TraceBuilder) -> None:
+    run = transport(tb, b_missed=True)
+    assert len([p for p in run.problems if "not seen by the tracer" in p]) == 2
+    assert run.unseen.covered == []

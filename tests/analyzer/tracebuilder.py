@@ -146,8 +146,10 @@ class ProcBuilder:
         self.records.append([Tag.LINK, kind, end_a, end_b])
         return self
 
-    def untraced(self, pid: int | None, argv: list[str], reason: str) -> ProcBuilder:
-        self.records.append([Tag.UNTRACED, pid, argv, reason])
+    def untraced(self, pid: int | None, argv: list[str], reason: str,
+                 **extra: Any) -> ProcBuilder:
+        """An UNTRACED record; ``extra`` (``token``, ``pipes``) as a non-Python child's."""
+        self.records.append([Tag.UNTRACED, pid, argv, reason] + ([extra] if extra else []))
         return self
 
     def stats(self, **stats: Any) -> ProcBuilder:

@@ -315,3 +315,64 @@ def test_mkstemp_then_fdopen_then_replace_is_a_write(program: Callable[[str, str
     assert traced.stdout == "got state\n"
     assert {"atomic.consume", "atomic.worker"} <= traced.impacted("atomic.produce")
     assert len(traced.edges("file")) == 1
+
+
+def test_a_file_created_afresh_holds_nothing_written_before_it() -> None:
+    # a wrote and closed a file, then deleted it; b created a file that got the same
+    # inode (mkstemp: O_CREAT | O_EXCL), read it at its open (new, empty) and wrote it;
+    # r read it later. b's open holds nothing of a's file; r reads b's bytes only.
+    a, b, r = "h:1:1", "h:2:2", "h:3:3"
+    created = MessageEvent(b, 1, "recv", "file", "8:42", 0, 1, "m", 1,
+                           {"path": "/tmp/new", "t": 30, "new": True, "mtime": 150})
+    messages = {
+        a: [MessageEvent(a, 1, "send", "file", "8:42", 0, 1, "m", 1,
+                         {"path": "/tmp/old", "t": 20, "t_open": 10, "trunc": False,
+                          "mtime": 100})],
+        b: [created, _write(b, 2, t_open=30, t_close=40, trunc=True)],
+        r: [_read(r, 1, t=50)],
+    }
+    m = match(messages)
+    assert [(m.events[s].process, m.events[rcv].process) for s, rcv in m.edges] == [(b, r)]
+    assert m.notes == []  # no "changed after its last recorded write" for the new file
+
+
+CREATING_OPENS = """
+import os, tempfile
+
+
+def main():
+    fd, path = tempfile.mkstemp(dir=".")  # os.open with O_RDWR | O_CREAT | O_EXCL
+    os.write(fd, b"made")
+    os.close(fd)
+    with open(os.path.join(tempfile.mkdtemp(dir="."), "x.txt"), "x+") as f:  # + reads too
+        f.write("made")
+    with open(path, "w+") as f:  # truncated at its open: reads nothing older
+        f.write("again")
+    with open(path) as f:  # an ordinary read
+        text = f.read()
+    named = tempfile.NamedTemporaryFile(dir=".", delete=False)  # through an opener
+    named.write(b"named")
+    named.close()  # the stream closes the descriptor os.open made
+    fd = os.open(named.name, os.O_RDONLY)  # likely the same descriptor number again
+    os.close(fd)  # no write of the closed temporary file is recorded here
+    return text
+
+
+print(main())
+"""
+
+
+def test_an_open_that_creates_or_truncates_starts_a_new_content(
+        program: Callable[[str, str], Path]) -> None:
+    # every open that created or truncated the file says so (new on its receive,
+    # trunc on its send); the last, plain read does not
+    traced = run_both(program("creates.py", CREATING_OPENS))
+    assert traced.stdout == "again\n"
+    reads = traced.events("file", "recv")
+    assert [bool(ev.meta and ev.meta.get("new")) for ev in reads] == [
+        True, True, True, False, True, False]
+    writes = traced.events("file", "send")
+    assert [bool(ev.meta and ev.meta.get("trunc")) for ev in writes] == [True] * 4
+    # the named file's one write, recorded at its stream's close under its own path
+    assert writes[-1].meta and writes[-1].meta["size"] == 5
+    assert writes[-1].meta["path"] == reads[-1].meta["path"]  # type: ignore[index]

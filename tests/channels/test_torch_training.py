@@ -306,6 +306,64 @@ def test_torch_ddp_sample_checkpoint_reaches_other_ranks(tmp_path: Path) -> None
                         f"{trainer}.init_distributed", f"{trainer}.set_rank_environment"}
     assert run.matching.by_kind["torch"].ambiguous == 0
     assert not [p for p in run.problems if "torch.distributed" in p]
+    # every external receive explained (ldconfig's output and exits, gloo's own pair
+    # connections covered by the recorded collectives, a reused temp-file inode): none left
+    assert run.problems == []
+
+
+USER_C_BYTES = COMMON + r'''
+import ctypes
+import socket
+
+
+def c_exchange(rank):
+    """A connection of the program's own between the ranks, its bytes moved in C."""
+    libc = ctypes.CDLL(None, use_errno=True)
+    server = None
+    if rank == 0:
+        server = socket.socket()
+        server.bind(("127.0.0.1", 0))
+        server.listen(1)
+    port = [server.getsockname()[1] if server else None]
+    dist.broadcast_object_list(port, src=0)
+    if rank == 0:
+        conn, _ = server.accept()
+        assert libc.send(conn.fileno(), ctypes.create_string_buffer(b"weights!"), 8, 0) == 8
+        with open("user_port", "w") as f:  # for the test: the run's own port
+            f.write(str(port[0]))
+    else:
+        conn = socket.create_connection(("127.0.0.1", port[0]))
+        buf = ctypes.create_string_buffer(8)
+        got = 0
+        while got < 8:
+            got += libc.recv(conn.fileno(), ctypes.byref(buf, got), 8 - got, 0)
+    dist.barrier()
+    conn.close()
+
+
+def main():
+    dist.init_process_group("gloo")
+    rank = dist.get_rank()
+    c_exchange(rank)
+    total = torch.ones(1)
+    dist.all_reduce(total)
+    issued(rank)
+    dist.destroy_process_group()
+
+
+if __name__ == "__main__":
+    main()
+'''
+
+
+def test_bytes_a_program_moves_in_c_between_ranks_stay_a_problem(program) -> None:
+    # the ranks' own connection was opened after their process group was made: no group
+    # claims it, so its unseen bytes are a problem line, never a covered note
+    torch_or_skip()
+    run, _, folder = traced_training(program, "user_c.py", USER_C_BYTES)
+    port = (folder / "user_port").read_text()  # written by the traced run, the last one
+    mine = [p for p in run.problems if f":{port}" in p and "not seen by the tracer" in p]
+    assert len(mine) == 2, run.problems  # rank 0 sent 8 bytes, rank 1 received them
 
 
 RPC = r'''

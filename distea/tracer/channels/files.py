@@ -14,6 +14,13 @@ channel records at open and close:
   and the file's size and mtime then. Code that parses what it reads runs
   after the open, so it is ordered after whatever the file received.
 
+An open that creates the file (``os.open`` with ``O_CREAT | O_EXCL``, as
+``tempfile.mkstemp`` and ``NamedTemporaryFile`` do; ``open(path, "x")``) or
+truncates it starts a new content: its send says ``trunc`` and its receive
+``new``, so that nothing written before it is taken as read after it. That
+matters beyond truncation because the channel name is an inode, and a
+just-deleted file's inode is soon given to the next file created.
+
 The channel name is the file's identity, ``device:inode`` (the analyzer
 pairs it only between processes of one host), which both sides compute
 alone and which follows the data through ``os.replace`` and ``rename`` (a
@@ -56,6 +63,8 @@ if TYPE_CHECKING:
 
 KIND = "file"
 WRITE_FLAGS = os.O_WRONLY | os.O_RDWR
+CREATE_FLAGS = os.O_CREAT | os.O_EXCL
+"""Both set: the open made a new file (it fails if the path exists)."""
 SKIPPED_PREFIXES = ("/proc/", "/dev/", "/sys/")
 SKIPPED_PARTS = ("/site-packages/", "/dist-packages/", "/__pycache__/")
 CODE_SUFFIXES = (".py", ".pyc", ".pyw")
@@ -130,12 +139,17 @@ class FileChannel:
 
         def open(file: Any, mode: str = "r", *args: Any, **kwargs: Any) -> Any:
             stream = original(file, mode, *args, **kwargs)
-            channel._guarded(channel._opened, stream, file, mode)
+            by_opener = kwargs.get("opener") is not None or (len(args) > 5 and
+                                                             args[5] is not None)
+            channel._guarded(channel._opened, stream, stream.fileno() if by_opener else file,
+                             mode)
             return stream
 
         return open
 
     def _opened(self, stream: Any, file: Any, mode: str) -> None:
+        """``file``: what ``open`` was given, or the descriptor an ``opener`` returned
+        (``NamedTemporaryFile`` opens through one, with ``os.open``: recorded there)."""
         if isinstance(file, int):
             # os.fdopen(fd) of a file os.open opened for writing (tempfile.mkstemp, atomic
             # writers): the stream's close closes the fd without os.close, so the send moves
@@ -156,11 +170,11 @@ class FileChannel:
         name, st = known
         session = self.session
         assert session is not None
+        emptied = "w" in mode or "x" in mode  # truncated, or created (fails if it exists)
         if "r" in mode or "+" in mode:
-            session.recv(KIND, name, 0, 1, {"path": path, "t": monotonic_ns(),
-                                            "size": st.st_size, "mtime": st.st_mtime_ns})
+            self._recv(name, path, st, emptied)
         if "w" in mode or "a" in mode or "x" in mode or "+" in mode:
-            self._send_at_close(stream, name, path, monotonic_ns(), "w" in mode)
+            self._send_at_close(stream, name, path, monotonic_ns(), emptied)
 
     def _send_at_close(self, stream: Any, name: str, path: str, opened: int,
                        truncated: bool) -> None:
@@ -225,22 +239,42 @@ class FileChannel:
         name, st = known
         session = self.session
         assert session is not None
+        emptied = flags & CREATE_FLAGS == CREATE_FLAGS or bool(flags & os.O_TRUNC)
         if not flags & os.O_WRONLY:
-            session.recv(KIND, name, 0, 1, {"path": path, "t": monotonic_ns(),
-                                            "size": st.st_size, "mtime": st.st_mtime_ns})
+            self._recv(name, path, st, emptied)
         if flags & WRITE_FLAGS:
-            self.writing_fds[fd] = (name, path, monotonic_ns(), bool(flags & os.O_TRUNC))
+            self.writing_fds[fd] = (name, path, monotonic_ns(), emptied)
+
+    def _recv(self, name: str, path: str, st: os.stat_result, emptied: bool) -> None:
+        """The receive of an open for reading; ``new``: the open created or truncated the
+        file, so it holds nothing written before."""
+        meta: dict[str, Any] = {"path": path, "t": monotonic_ns(), "size": st.st_size,
+                                "mtime": st.st_mtime_ns}
+        if emptied:
+            meta["new"] = True
+        session = self.session
+        assert session is not None
+        session.recv(KIND, name, 0, 1, meta)
 
     def _wrap_os_close(self, original: Any) -> Any:
         channel = self
         writing = self.writing_fds
 
         def close(fd: int) -> None:
+            entry = writing.pop(fd, None) if writing else None
+            if entry is not None:
+                # the descriptor may have been closed another way since (a stream that
+                # took it over, a C library) and its number given to another file: its
+                # entry stands only while the descriptor is still that file
+                try:
+                    still = channel._identity(fd)
+                except OSError:
+                    still = None
+                if still is None or still[0] != entry[0]:
+                    entry = None
             original(fd)
-            if writing:
-                entry = writing.pop(fd, None)
-                if entry is not None:
-                    channel._closed(*entry)
+            if entry is not None:
+                channel._closed(*entry)
 
         return close
 

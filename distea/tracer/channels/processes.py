@@ -14,16 +14,22 @@
   environment that carries the tracer: recorded as untraced with the reason.
 - A child that is not Python (``redis-server``, a database, a shell) is
   recorded as untraced too, named by its executable, so that ``distea show``
-  can say what the program started besides Python processes.
+  can say what the program started besides Python processes. The record
+  also carries its spawn token and, for ``subprocess`` children, the pipes
+  its stdin, stdout and stderr are (the pipe channel's names): the analyzer
+  orders what a traced process reads from such a child after the child's
+  spawn and the traced writes to its stdin (:mod:`distea.analyzer.children`).
 """
 
 from __future__ import annotations
 
 import os
 import socket
+import stat
 from collections.abc import Sequence
 
 from distea.tracer.channels.patching import Patches
+from distea.tracer.channels.pipes import pipe_name
 from distea.tracer.config import PARENT_TOKEN_ENV, START_METHOD_ENV
 from distea.tracer.session import TracerSession
 from distea.wire import NOT_PYTHON
@@ -36,6 +42,9 @@ UNTRACEABLE_FLAGS = {"-I": "isolated mode (-I)", "-S": "site disabled (-S)",
                      "-E": "environment ignored (-E)"}
 EXEC_NAMES = ("execv", "execve")
 WAIT_NAMES = ("waitpid", "wait", "wait3", "wait4")
+STD_FDS_AT = (0, 3, 5)
+"""Where ``fork_exec``'s arguments after ``env`` hold the child's stdin, stdout and stderr
+descriptors (``p2cread``, ``c2pwrite``, ``errwrite``; -1: inherited), in 3.12 and 3.13."""
 
 
 def _is_python(argv: Sequence[Any]) -> bool:
@@ -62,6 +71,35 @@ def _can_exec(path: Any) -> bool:
         return os.path.isfile(path) and os.access(path, os.X_OK)
     except (TypeError, ValueError, OSError):
         return True
+
+
+def _spawn_std_fds(file_actions: Any) -> list[int | None]:
+    """The parent's descriptors that a ``posix_spawn`` child gets as 0, 1 and 2: its own
+    0, 1 and 2 unless a file action replaces them (None: not a descriptor of ours)."""
+    fds: list[int | None] = [0, 1, 2]
+    for action in file_actions or ():
+        if action and action[0] == os.POSIX_SPAWN_DUP2 and action[2] in (0, 1, 2):
+            fds[action[2]] = action[1]
+        elif action and action[0] in (os.POSIX_SPAWN_OPEN, os.POSIX_SPAWN_CLOSE) and \
+                action[1] in (0, 1, 2):
+            fds[action[1]] = None
+    return fds
+
+
+def _pipe_names(fds: Sequence[Any]) -> list[str | None]:
+    """The pipe channel name of each of the child's descriptors 0, 1, 2 that is a pipe,
+    else None; ``fds`` as ``fork_exec`` takes them, where -1 means inherited: the parent's
+    own 0, 1 or 2 (None: not a descriptor of ours)."""
+    names: list[str | None] = []
+    for std, fd in enumerate(fds):
+        fd = std if fd == -1 else fd
+        try:
+            st = os.fstat(fd) if isinstance(fd, int) and fd >= 0 else None
+        except OSError:
+            st = None
+        names.append(pipe_name(st.st_ino) if st is not None and stat.S_ISFIFO(st.st_mode)
+                     else None)
+    return names
 
 
 def _decoded(argv: Sequence[Any]) -> list[str]:
@@ -134,6 +172,7 @@ class ProcessChannel:
     def _wrap_fork_exec(self, original: Any) -> Any:
         def fork_exec(args: Any, executable_list: Any, close_fds: Any, pass_fds: Any,
                       cwd: Any, env: Any, *rest: Any) -> Any:
+            variables: dict[str, str] = {}
             try:
                 variables = self._announce(_decoded(args))
                 if variables:
@@ -142,25 +181,33 @@ class ProcessChannel:
                 if self.session is not None:
                     self.session.errors += 1
             pid = original(args, executable_list, close_fds, pass_fds, cwd, env, *rest)
-            self._note_not_python(pid, args)
+            self._note_not_python(pid, args, variables.get(PARENT_TOKEN_ENV),
+                                  [rest[k] for k in STD_FDS_AT if k < len(rest)])
             return pid
 
         return fork_exec
 
-    def _note_not_python(self, pid: Any, argv: Sequence[Any]) -> None:
-        """A started child that is not Python: named in the run, never traced."""
+    def _note_not_python(self, pid: Any, argv: Sequence[Any], token: str | None = None,
+                         std_fds: Sequence[Any] = ()) -> None:
+        """A started child that is not Python: named in the run, never traced; with the
+        token of its spawn and the pipes of its standard streams (stdin, stdout, stderr)."""
         session = self.session
         try:
             if session is not None and not session.finished and argv and not _is_python(argv):
                 args = _decoded(argv)
+                extra: dict[str, Any] = {"token": token} if token else {}
+                pipes = _pipe_names(std_fds)
+                if any(pipes):
+                    extra["pipes"] = pipes
                 session.untraced(int(pid), args[:8],
-                                 f"{NOT_PYTHON} ({os.path.basename(args[0])})")
+                                 f"{NOT_PYTHON} ({os.path.basename(args[0])})", extra)
         except Exception:
             if session is not None:
                 session.errors += 1
 
     def _wrap_posix_spawn(self, original: Any) -> Any:
         def posix_spawn(path: Any, argv: Any, env: Any, *args: Any, **kwargs: Any) -> Any:
+            variables: dict[str, str] = {}
             try:
                 variables = self._announce(_decoded(argv))
                 if variables:
@@ -169,7 +216,8 @@ class ProcessChannel:
                 if self.session is not None:
                     self.session.errors += 1
             pid = original(path, argv, env, *args, **kwargs)
-            self._note_not_python(pid, argv)
+            self._note_not_python(pid, argv, variables.get(PARENT_TOKEN_ENV),
+                                  _spawn_std_fds(kwargs.get("file_actions")))
             return pid
 
         return posix_spawn

@@ -49,6 +49,17 @@ sends and receives: safe order at the point they were found) whose
 line. ``torch.distributed.rpc`` is recorded at its pickler
 (:mod:`distea.tracer.channels.torch_rpc`); RPC calls it cannot see are
 reported the same way.
+
+The transport's own connections: the TCP connections a process group's
+backend opens in C while ``_new_process_group_helper`` builds it (gloo
+connects every pair of ranks there) move bytes no channel sees, which the
+unseen-traffic detector finds. Where the new group is hooked and can tell
+its sequence number (so operations nobody saw would be reported), the
+sockets that appeared during its creation are claimed for it
+(:func:`~distea.tracer.channels.unseen.claim_transport`), except those of
+the group's store (its port: a program may pass its own data through a
+store); the detector's reports then name the group, and the analyzer
+decides whether they are covered (:mod:`distea.analyzer.unseen`).
 """
 
 from __future__ import annotations
@@ -64,6 +75,7 @@ from distea.tracer.channels.importhooks import IMPORT_HOOKS
 from distea.tracer.channels.patching import Patches
 from distea.tracer.channels.torch_groups import HOOK_RULES, GroupHooks, GroupState
 from distea.tracer.channels.torch_rpc import RpcRecorder
+from distea.tracer.channels.unseen import claim_transport, open_socket_inodes
 from distea.tracer.session import TracerSession
 
 KIND = "torch"
@@ -224,6 +236,7 @@ class TorchDistributedChannel:
         if c10d is not None:
             # Every group torch creates is registered here (by module global lookup).
             self._wrap([c10d], "_register_process_group", self._register_wrapper, "")
+            self._wrap([c10d], "_new_process_group_helper", self._creation_wrapper, "")
         self._wrap(owners, "destroy_process_group", self._destroy_wrapper, "")
         if not self.atexit_registered:
             atexit.register(self.report_unseen)  # after the session's: runs before it ends
@@ -341,6 +354,40 @@ class TorchDistributedChannel:
             return result
 
         return register_process_group
+
+    def _creation_wrapper(self, op: str, original: Callable[..., Any],
+                          how: str) -> Callable[..., Any]:
+        """Around the creation of a process group: claim the connections it opened."""
+        call = _Call(original)
+
+        def new_process_group_helper(*args: Any, **kwargs: Any) -> Any:
+            before: set[int] | None = None
+            try:
+                before = set(open_socket_inodes().values())
+            except Exception:
+                self._error()
+            result = original(*args, **kwargs)
+            if before is not None:
+                try:
+                    self._claim_transport(before, call.bind(args, kwargs), result)
+                except Exception:
+                    self._error()
+            return result
+
+        return new_process_group_helper
+
+    def _claim_transport(self, before: set[int], bound: dict[str, Any], result: Any) -> None:
+        group = result[0] if isinstance(result, tuple) else result
+        state = self.hooks.state_of(group)
+        if state is None or not state.attached:
+            return  # operations not hooked: its bytes stay a problem
+        try:
+            int(group._get_sequence_number_for_group())
+        except Exception:
+            return  # missed operations could not be told: its bytes stay a problem
+        new = {fd: inode for fd, inode in open_socket_inodes().items() if inode not in before}
+        if new:
+            claim_transport(new, lambda: self._name_of(state), _store_ports(bound.get("store")))
 
     def _destroy_wrapper(self, op: str, original: Callable[..., Any],
                          how: str) -> Callable[..., Any]:
@@ -677,3 +724,16 @@ class TorchDistributedChannel:
             channel, how, meta = recvs.pop(0)
             index = self._next(channel, 1) if how == "p2p" else 0
             session.recv(KIND, channel, index, index + 1, meta)
+
+
+def _store_ports(store: Any) -> set[int]:
+    """Ports of a TCP store under ``store``'s wrappers (``PrefixStore``): not claimed."""
+    ports: set[int] = set()
+    for _ in range(8):
+        if store is None:
+            break
+        port = getattr(store, "port", None)
+        if isinstance(port, int):
+            ports.add(port)
+        store = getattr(store, "underlying_store", None)
+    return ports

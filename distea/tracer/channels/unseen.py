@@ -24,6 +24,13 @@ this process's clock in which the bytes moved (``meta["lo"]``, exclusive,
 to the record's own clock) and the counts; the analyzer reports it and
 orders the connection safely (``distea/analyzer/unseen.py``).
 
+A connection that a library's own transport opened, in C, while building
+something whose every operation another channel records (torch.distributed's
+gloo pairs, made while a process group is created; see
+:func:`claim_transport`), is still compared and reported, with
+``meta["via"]`` naming what claimed it; the analyzer decides whether the
+claim covers the bytes (:mod:`distea.analyzer.unseen`).
+
 Not compared: connections whose recorded bytes are TLS plaintext (the
 kernel counts ciphertext), connections open across a ``fork`` (parent and
 child share the kernel's counters), ZeroMQ's and the collector's own
@@ -46,6 +53,7 @@ from distea.tracer.session import TracerSession
 
 TYPE_CHECKING = False  # typing costs every traced process ~5 ms at start-up
 if TYPE_CHECKING:
+    from collections.abc import Callable
     from typing import Any
 
 KIND = "unseen"
@@ -66,8 +74,53 @@ C_IO_LIBRARIES = ("uvloop", "grpc", "ray", "torch", "asyncpg", "psycopg", "aioht
                   "pycurl", "confluent_kafka")
 """Libraries that move socket bytes in C, named as the likely reason when loaded."""
 
+CLAIMED: dict[int, Callable[[], str]] = {}
+"""Socket inode → the name of what claimed it, asked for when a report is written
+(:func:`claim_transport`)."""
+
 _fork_hooked: list[UnseenTrafficDetector] = []
 """The installed detector, told of forks (``os.register_at_fork`` cannot be undone)."""
+
+
+def open_socket_inodes() -> dict[int, int]:
+    """Descriptor → inode of every socket open in this process."""
+    out: dict[int, int] = {}
+    try:
+        names = os.listdir("/proc/self/fd")
+    except OSError:
+        return out
+    for name in names:
+        try:
+            st = os.fstat(int(name))
+        except OSError:
+            continue
+        if S_ISSOCK(st.st_mode):
+            out[int(name)] = st.st_ino
+    return out
+
+
+def claim_transport(fds: dict[int, int], owner: Callable[[], str],
+                    exclude_ports: set[int]) -> None:
+    """Claim the connected TCP sockets among ``fds`` (descriptor → inode) for ``owner``
+    (which names it when a report is written: a torch group's name is decided at its
+    first use), except those with a local or peer port in ``exclude_ports`` (a store's)."""
+    import _socket
+
+    for fd, inode in fds.items():
+        try:
+            probe = _socket.socket(fileno=os.dup(fd))
+        except OSError:
+            continue
+        try:
+            if probe.type == socket.SOCK_STREAM and \
+                    probe.family in (socket.AF_INET, socket.AF_INET6):
+                local, peer = probe.getsockname(), probe.getpeername()
+                if local[1] not in exclude_ports and peer[1] not in exclude_ports:
+                    CLAIMED[inode] = owner
+        except OSError:
+            pass  # not connected: a listening socket
+        finally:
+            probe.close()
 
 
 class Counts:
@@ -153,6 +206,7 @@ class UnseenTrafficDetector:
 
     def uninstall(self) -> None:
         self.patches.restore()
+        CLAIMED.clear()
         if self.session is not None and self.audit in self.session.audits:
             self.session.audits.remove(self.audit)
         _fork_hooked.clear()
@@ -187,9 +241,11 @@ class UnseenTrafficDetector:
         now = session.clock.value
         recorded = self._recorded_by_name()
         seen: set[str] = set()
-        for name, counts in self._open_connections(self._covered_ports(), recorded):
+        for name, counts, inode in self._open_connections(self._covered_ports(), recorded):
             seen.add(name)
-            self._compare(name, counts, now, reason, lasting=reason != "periodic")
+            owner = CLAIMED.get(inode)
+            self._compare(name, counts, now, reason, lasting=reason != "periodic",
+                          via=owner() if owner is not None else None)
         for name in [n for n in self.checked if n not in seen]:
             del self.checked[name]  # closed without us (in C): its last check stands
         self.last_scan = now
@@ -232,7 +288,8 @@ class UnseenTrafficDetector:
 
     # -- comparing -----------------------------------------------------------------
 
-    def _compare(self, name: str, counts: Counts, now: int, reason: str, lasting: bool) -> None:
+    def _compare(self, name: str, counts: Counts, now: int, reason: str, lasting: bool,
+                 via: str | None = None) -> None:
         lo, reported_sent, reported_received = self.checked.get(name, (self.last_scan, 0, 0))
         sent, received = counts.unseen()
         clean = sent <= reported_sent and received <= reported_received
@@ -254,7 +311,7 @@ class UnseenTrafficDetector:
             else:
                 self.checked.setdefault(name, (lo, reported_sent, reported_received))
             return
-        session.send(KIND, name, 0, 1, {
+        meta = {
             "lo": lo,
             "sent": new_sent,
             "received": new_received,
@@ -264,7 +321,10 @@ class UnseenTrafficDetector:
             "recorded_received": counts.recorded_received,
             "at": reason,
             "reason": likely_reason(),
-        })
+        }
+        if via:
+            meta["via"] = via
+        session.send(KIND, name, 0, 1, meta)
         self.checked[name] = (session.clock.value, max(sent, reported_sent),
                               max(received, reported_received))
 
@@ -311,25 +371,16 @@ class UnseenTrafficDetector:
 
     def socket_inodes(self) -> list[tuple[int, int]]:
         """(descriptor, inode) of every socket open in this process."""
-        out: list[tuple[int, int]] = []
-        try:
-            names = os.listdir("/proc/self/fd")
-        except OSError:
-            return out
-        for name in names:
-            inode = self._inode(int(name))
-            if inode is not None:
-                out.append((int(name), inode))
-        return out
+        return list(open_socket_inodes().items())
 
     def _open_connections(self, covered: set[int],
                           recorded: dict[str, tuple[bool, int, int]],
-                          ) -> list[tuple[str, Counts]]:
-        """(outgoing name, counts) of every TCP connection open in this process whose
-        bytes can be compared (not TLS plaintext, not covered, not shared)."""
+                          ) -> list[tuple[str, Counts, int]]:
+        """(outgoing name, counts, inode) of every TCP connection open in this process
+        whose bytes can be compared (not TLS plaintext, not covered, not shared)."""
         import _socket
 
-        out: list[tuple[str, Counts]] = []
+        out: list[tuple[str, Counts, int]] = []
         for fd, inode in self.socket_inodes():
             if inode in self.shared:
                 continue
@@ -350,7 +401,7 @@ class UnseenTrafficDetector:
                     continue  # TLS plaintext: not the kernel's bytes
                 counts = kernel_counts(probe, sent, received)
                 if counts is not None:
-                    out.append((name, counts))
+                    out.append((name, counts, inode))
             except OSError:
                 continue  # not connected
             finally:
