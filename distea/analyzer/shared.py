@@ -8,10 +8,18 @@ semaphore operations, signals. The safe rule (docs/semantics.md, "Shared
 memory"):
 
     an effect that reached sharer P at clock c may be written to the segment
-    from time t = max(P's attach, the latest time recorded in P at or before
+    from time t = max(P's attach, the latest time known to precede P's clock
     c) on; it may be read by every other sharer R from R's first event after
     t, that is from clock max(R's attach, the latest clock of R recorded at
     or before t).
+
+A time known to precede (P, c): one recorded in P at or before c, or one
+recorded in another process of the host before a send that reached P at
+or before c through a pairing that carried its content (bytes of a pipe or
+stream, a spawn token, an exit, a timed semaphore or signal, a file):
+that receive came after that send in real time (:class:`KnownTimes`). Without
+it, a child that got its last order through a pipe with no time of its own
+would seem to store from its attach on.
 
 Only mappings that can write carry an effect out (a read-only sharer
 receives). Backwards (dependencies), the mirror image: what R ran at clock c
@@ -33,11 +41,16 @@ from bisect import bisect_left, bisect_right
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 
-from distea.analyzer.matching import Matching
+from distea.analyzer.matching import STREAM_KINDS, Matching
 from distea.analyzer.order import Order
 
 INF = 1 << 62
 """Later than any clock or time of a run."""
+CONTENT_KINDS = STREAM_KINDS | {"pipe", "mp", "proc", "exit", "sem", "signal", "file"}
+"""Kinds whose certain pairings carry what the receive got (bytes, a token, an exit) or
+are decided by same-host time: the receive returned after its send was made. The
+pairings of other kinds (a window of ZeroMQ sends, hubs, candidates) may name a send
+the receive did not need, so they give no time."""
 
 
 @dataclass(slots=True)
@@ -64,12 +77,12 @@ class Timeline:
     """The timed events of one process, for bounds both ways between clocks and times."""
 
     clocks: list[int]
-    """Clocks of the timed events, increasing; ``floor_time[k]``: the greatest time
-    among the first ``k + 1``, ``ceil_time[k]``: the least among those from ``k`` on."""
-    floor_time: list[int]
+    """Clocks of the timed events, increasing; ``ceil_time[k]``: the least time among
+    those from ``k`` on."""
     ceil_time: list[int]
     times: list[int]
-    """Times, increasing; ``floor_clock[k]``/``ceil_clock[k]`` likewise for clocks."""
+    """Times, increasing; ``floor_clock[k]``: the greatest clock among the first ``k + 1``,
+    ``ceil_clock[k]``: the least among those from ``k`` on."""
     floor_clock: list[int]
     ceil_clock: list[int]
 
@@ -78,15 +91,10 @@ class Timeline:
         """From (clock, time) pairs."""
         by_clock = sorted(points)
         by_time = sorted((t, c) for c, t in points)
-        return cls([c for c, _ in by_clock], _running(max, [t for _, t in by_clock]),
+        return cls([c for c, _ in by_clock],
                    _running(min, [t for _, t in by_clock], backwards=True),
                    [t for t, _ in by_time], _running(max, [c for _, c in by_time]),
                    _running(min, [c for _, c in by_time], backwards=True))
-
-    def time_at_least(self, clock: int) -> int | None:
-        """A time no later than the event at ``clock``: the latest recorded at or before it."""
-        k = bisect_right(self.clocks, clock)
-        return self.floor_time[k - 1] if k else None
 
     def time_at_most(self, clock: int) -> int:
         """A time no earlier than the event at ``clock``: the earliest recorded at or after."""
@@ -113,6 +121,61 @@ def _running(op: Callable[[int, int], int], values: list[int], backwards: bool =
 
 
 @dataclass(slots=True)
+class KnownTimes:
+    """Per process, times known to precede its events: ``time_before(p, c)``.
+
+    A time recorded at clock c' <= c of p, or carried in by a receive of p at
+    c' <= c paired by a certain edge (kinds in :data:`CONTENT_KINDS`, same
+    host) with a send whose own known time is that: the send was made after
+    it, and the receive returned after the send. Computed once, over all
+    events in Lamport order (every edge of the order goes forward in it).
+    """
+
+    clocks: dict[int, list[int]]
+    """Process → clocks where its known time rises, increasing."""
+    times: dict[int, list[int]]
+    """Process → the known time from that clock on."""
+
+    @classmethod
+    def of(cls, m: Matching, order: Order) -> KnownTimes:
+        edges: dict[int, list[int]] = {}
+        hosts = [_host(key) for key in m.process_keys]
+        for s, r in m.edges:
+            ps, pr = m.proc_of[s], m.proc_of[r]
+            if (m.events[r].kind in CONTENT_KINDS and ps != pr and hosts[ps] == hosts[pr]
+                    and order.lamport[s] < order.lamport[r]):  # a demoted pairing is not
+                edges.setdefault(r, []).append(s)
+        known_at: list[int | None] = [None] * len(m.events)
+        current: list[int | None] = [None] * len(m.process_keys)
+        out = cls({}, {})
+        for i in sorted(range(len(m.events)), key=order.lamport.__getitem__):
+            p, ev = m.proc_of[i], m.events[i]
+            t = ev.meta.get("t") if ev.meta else None
+            best = current[p]
+            for candidate in (t if isinstance(t, int) else None,
+                              *(known_at[s] for s in edges.get(i, ()))):
+                if candidate is not None and (best is None or candidate > best):
+                    best = candidate
+            if best is not None and best != current[p]:
+                current[p] = best
+                out.clocks.setdefault(p, []).append(ev.clock)
+                out.times.setdefault(p, []).append(best)
+            known_at[i] = best
+        return out
+
+    def time_before(self, p: int, clock: int) -> int | None:
+        """A time no later than (p, clock), the latest known; None if none is."""
+        clocks = self.clocks.get(p)
+        k = bisect_right(clocks, clock) if clocks else 0
+        return self.times[p][k - 1] if k else None
+
+
+def _host(key: str) -> str:
+    """The host of a process key (``host:pid:start_ns``)."""
+    return key.rsplit(":", 2)[0]
+
+
+@dataclass(slots=True)
 class Arrival:
     """Impact reaching a process through a segment: where, from whom."""
 
@@ -130,11 +193,12 @@ class SharedMemory:
 
     segments: list[Segment] = field(default_factory=list)
     timelines: dict[int, Timeline] = field(default_factory=dict)
+    known: KnownTimes = field(default_factory=lambda: KnownTimes({}, {}))
     by_process: dict[int, list[int]] = field(default_factory=dict)
     """Process → indexes of the segments it shares."""
 
     @classmethod
-    def of(cls, m: Matching) -> SharedMemory:
+    def of(cls, m: Matching, order: Order) -> SharedMemory:
         found: dict[str, dict[int, Sharer]] = {}
         paths: dict[str, str] = {}
         for i, ev in enumerate(m.events):
@@ -164,6 +228,7 @@ class SharedMemory:
                 if isinstance(t, int):
                     points.setdefault(m.proc_of[i], []).append((ev.clock, t))
             out.timelines = {p: Timeline.of(pts) for p, pts in points.items()}
+            out.known = KnownTimes.of(m, order)
         return out
 
     def before(self, r: int, time: int, order: Order) -> int:
@@ -199,7 +264,7 @@ class SharedMemory:
                 writer = next(s for s in segment.sharers if s.process == p)
                 if not writer.writable:
                     continue
-                t = self.timelines[p].time_at_least(max(start, writer.clock))
+                t = self.known.time_before(p, max(start, writer.clock))
                 if t is None:
                     continue
                 t = max(t, floors.get(p, t))

@@ -119,3 +119,32 @@ def test_shared_segment_backwards(tb: TraceBuilder) -> None:
     # early (clock 2) ran before R's time 90 (clock 4), and W mapped S only at t 100
     assert not run.deps("app.early").deps.get(next(
         k for k, p in run.processes.items() if p.role == "W"))
+
+
+def test_a_sharer_stores_no_earlier_than_the_time_its_order_was_sent(tb: TraceBuilder) -> None:
+    """P records t 800, then orders C through a pipe; C records no time of its own after
+    its attach (t 150). R, the other sharer: work (clock 2), t 500 (3), late (4), t 1000 (5).
+    """
+    p, c, r = tb.process("P"), tb.process("C"), tb.process("R")
+    p.send(1, "shm", "h:shm:1:2", t=100, path="/dev/shm/psm_s", w=True)
+    p.send(2, "sem", "h:sem:p", t=800)
+    p.run("app.order", 3)
+    p.send(4, "pipe", "h:pipe:7", 0, 5)
+    c.send(1, "shm", "h:shm:1:2", t=150, path="/dev/shm/psm_s", w=True)
+    c.recv(2, "pipe", "h:pipe:7", 0, 5)
+    c.run("app.store", 3)
+    r.send(1, "shm", "h:shm:1:2", t=160, path="/dev/shm/psm_s", w=True)
+    r.run("app.work", 2)
+    r.send(3, "sem", "h:sem:r", t=500)
+    r.run("app.late", 4)
+    r.send(5, "sem", "h:sem:r", t=1000)
+    run = load(tb)
+    # C's pipe receive returned after P's send, made after P recorded t 800: C stores from
+    # t 800 (not from its attach at 150), like P; R's latest time at or before 800 is
+    # clock 3, so R is impacted from clock 4: late, not work
+    assert impacted(run, "app.order") == {("P", "app.order"), ("C", "app.store"),
+                                          ("R", "app.late")}
+    # what C ran after its order: the same bound, for P too (its latest time at or before
+    # 800 is clock 2: order, at 3, may read it)
+    assert impacted(run, "app.store") == {("C", "app.store"), ("R", "app.late"),
+                                          ("P", "app.order")}
