@@ -77,8 +77,9 @@ class Timeline:
     """The timed events of one process, for bounds both ways between clocks and times."""
 
     clocks: list[int]
-    """Clocks of the timed events, increasing; ``ceil_time[k]``: the least time among
-    those from ``k`` on."""
+    """Clocks of the timed events, increasing; ``floor_time[k]``: the greatest time
+    among the first ``k + 1``, ``ceil_time[k]``: the least among those from ``k`` on."""
+    floor_time: list[int]
     ceil_time: list[int]
     times: list[int]
     """Times, increasing; ``floor_clock[k]``: the greatest clock among the first ``k + 1``,
@@ -91,10 +92,15 @@ class Timeline:
         """From (clock, time) pairs."""
         by_clock = sorted(points)
         by_time = sorted((t, c) for c, t in points)
-        return cls([c for c, _ in by_clock],
+        return cls([c for c, _ in by_clock], _running(max, [t for _, t in by_clock]),
                    _running(min, [t for _, t in by_clock], backwards=True),
                    [t for t, _ in by_time], _running(max, [c for _, c in by_time]),
                    _running(min, [c for _, c in by_time], backwards=True))
+
+    def time_at_least(self, clock: int) -> int | None:
+        """A time no later than the event at ``clock``: the latest recorded at or before it."""
+        k = bisect_right(self.clocks, clock)
+        return self.floor_time[k - 1] if k else None
 
     def time_at_most(self, clock: int) -> int:
         """A time no earlier than the event at ``clock``: the earliest recorded at or after."""
@@ -120,54 +126,124 @@ def _running(op: Callable[[int, int], int], values: list[int], backwards: bool =
     return out[::-1] if backwards else out
 
 
-@dataclass(slots=True)
 class KnownTimes:
     """Per process, times known to precede its events: ``time_before(p, c)``.
 
-    A time recorded at clock c' <= c of p, or carried in by a receive of p at
-    c' <= c paired by a certain edge (kinds in :data:`CONTENT_KINDS`, same
-    host) with a send whose own known time is that: the send was made after
-    it, and the receive returned after the send. Computed once, over all
-    events in Lamport order (every edge of the order goes forward in it).
+    A time recorded at clock c' <= c of p (its :class:`Timeline`), or carried in
+    by a receive of p at c' <= c paired by a certain edge (kinds in
+    :data:`CONTENT_KINDS`, same host) with a send whose own known time is that:
+    the send was made after it, and the receive returned after the send.
+
+    Only receives after p's latest recorded time at or before c can carry a
+    later one (what came before was known when that time was read), so a
+    question looks at that stretch of p only, and at the senders' stretches
+    before their sends, and so on back: computed on demand, each stretch
+    scanned once (:meth:`_scan`), without recursion (chains may be long).
     """
 
-    clocks: dict[int, list[int]]
-    """Process → clocks where its known time rises, increasing."""
-    times: dict[int, list[int]]
-    """Process → the known time from that clock on."""
-
-    @classmethod
-    def of(cls, m: Matching, order: Order) -> KnownTimes:
-        edges: dict[int, list[int]] = {}
-        hosts = [_host(key) for key in m.process_keys]
-        for s, r in m.edges:
-            ps, pr = m.proc_of[s], m.proc_of[r]
-            if (m.events[r].kind in CONTENT_KINDS and ps != pr and hosts[ps] == hosts[pr]
-                    and order.lamport[s] < order.lamport[r]):  # a demoted pairing is not
-                edges.setdefault(r, []).append(s)
-        known_at: list[int | None] = [None] * len(m.events)
-        current: list[int | None] = [None] * len(m.process_keys)
-        out = cls({}, {})
-        for i in sorted(range(len(m.events)), key=order.lamport.__getitem__):
-            p, ev = m.proc_of[i], m.events[i]
-            t = ev.meta.get("t") if ev.meta else None
-            best = current[p]
-            for candidate in (t if isinstance(t, int) else None,
-                              *(known_at[s] for s in edges.get(i, ()))):
-                if candidate is not None and (best is None or candidate > best):
-                    best = candidate
-            if best is not None and best != current[p]:
-                current[p] = best
-                out.clocks.setdefault(p, []).append(ev.clock)
-                out.times.setdefault(p, []).append(best)
-            known_at[i] = best
-        return out
+    def __init__(self, m: Matching, order: Order, timelines: Mapping[int, Timeline]) -> None:
+        self.m = m
+        self.order = order
+        self.timelines = timelines
+        self.hosts = [_host(key) for key in m.process_keys]
+        self._sent_by: dict[int, int] | None = None
+        self._stretches: dict[tuple[int, int], _Stretch] = {}
 
     def time_before(self, p: int, clock: int) -> int | None:
         """A time no later than (p, clock), the latest known; None if none is."""
-        clocks = self.clocks.get(p)
-        k = bisect_right(clocks, clock) if clocks else 0
-        return self.times[p][k - 1] if k else None
+        stack = [(p, clock)]
+        while stack:
+            q, c = stack[-1]
+            wanted = self._scan(q, c)
+            if wanted is None:
+                stack.pop()
+            else:
+                stack.append(wanted)
+        return self._known(p, clock)[1]
+
+    def _known(self, p: int, clock: int) -> tuple[bool, int | None]:
+        """(whether the stretch of p up to ``clock`` is scanned, the time known then)."""
+        own_clock, own = -1, None
+        timeline = self.timelines.get(p)
+        if timeline is not None:
+            k = bisect_right(timeline.clocks, clock)
+            if k:
+                own_clock, own = timeline.clocks[k - 1], timeline.floor_time[k - 1]
+        stretch = self._stretches.get((p, own_clock))
+        if stretch is None:
+            return own_clock == clock, own  # a stretch is empty up to its own time
+        if stretch.end < clock:
+            return False, own
+        k = bisect_right(stretch.clocks, clock)
+        if not k:
+            return True, own
+        carried = stretch.times[k - 1]
+        return True, carried if own is None or carried > own else own
+
+    def _scan(self, p: int, clock: int) -> tuple[int, int] | None:
+        """Scan p's stretch up to ``clock``; or the (process, clock) it needs first."""
+        own_clock = -1
+        timeline = self.timelines.get(p)
+        if timeline is not None:
+            k = bisect_right(timeline.clocks, clock)
+            if k:
+                own_clock = timeline.clocks[k - 1]
+        clocks = self.order.clocks[p]
+        stretch = self._stretches.get((p, own_clock))
+        if stretch is None:
+            stretch = self._stretches[(p, own_clock)] = _Stretch(
+                bisect_right(clocks, own_clock), own_clock, [], [])
+        m, base, sent_by = self.m, self.m.offsets[p], self._sends()
+        proc_of, events = m.proc_of, m.events
+        end = bisect_right(clocks, clock)
+        while stretch.next < end:
+            r = base + stretch.next
+            best = -1
+            if r in sent_by:
+                for s in self._content_sends(r, sent_by[r]):
+                    done, t = self._known(proc_of[s], events[s].clock)
+                    if not done:
+                        return proc_of[s], events[s].clock
+                    if t is not None and t > best:
+                        best = t
+            if best >= 0 and (not stretch.times or best > stretch.times[-1]):
+                stretch.clocks.append(clocks[stretch.next])
+                stretch.times.append(best)
+            stretch.end = clocks[stretch.next]
+            stretch.next += 1
+        if stretch.end < clock:
+            stretch.end = clock  # nothing else of p up to there
+        return None
+
+    def _sends(self) -> dict[int, int]:
+        """Receive → a certain send (the last; ``Order.multi`` has them all)."""
+        if self._sent_by is None:
+            self._sent_by = {r: s for s, r in self.m.edges}
+        return self._sent_by
+
+    def _content_sends(self, r: int, s: int) -> list[int]:
+        """The sends of other processes of r's host that certainly carried r's content."""
+        m, order = self.m, self.order
+        if m.events[r].kind not in CONTENT_KINDS:
+            return []
+        pr, lamport = m.proc_of[r], order.lamport
+        return [s for s in order.multi.get(r, (s,))
+                if m.proc_of[s] != pr and self.hosts[m.proc_of[s]] == self.hosts[pr]
+                and lamport[s] < lamport[r]]  # a demoted pairing is not in the order
+
+
+@dataclass(slots=True)
+class _Stretch:
+    """The receives of one process after one of its recorded times, scanned so far."""
+
+    next: int
+    """Index (among the process's events) of the next event to scan."""
+    end: int
+    """The clock up to which it is scanned."""
+    clocks: list[int]
+    """Clocks where the time carried in rises, increasing."""
+    times: list[int]
+    """The time carried in from that clock on."""
 
 
 def _host(key: str) -> str:
@@ -193,7 +269,7 @@ class SharedMemory:
 
     segments: list[Segment] = field(default_factory=list)
     timelines: dict[int, Timeline] = field(default_factory=dict)
-    known: KnownTimes = field(default_factory=lambda: KnownTimes({}, {}))
+    known: KnownTimes | None = None
     by_process: dict[int, list[int]] = field(default_factory=dict)
     """Process → indexes of the segments it shares."""
 
@@ -228,7 +304,7 @@ class SharedMemory:
                 if isinstance(t, int):
                     points.setdefault(m.proc_of[i], []).append((ev.clock, t))
             out.timelines = {p: Timeline.of(pts) for p, pts in points.items()}
-            out.known = KnownTimes.of(m, order)
+            out.known = KnownTimes(m, order, out.timelines)
         return out
 
     def before(self, r: int, time: int, order: Order) -> int:
@@ -264,7 +340,8 @@ class SharedMemory:
                 writer = next(s for s in segment.sharers if s.process == p)
                 if not writer.writable:
                     continue
-                t = self.known.time_before(p, max(start, writer.clock))
+                t = self.known.time_before(p, max(start, writer.clock)) \
+                    if self.known is not None else None
                 if t is None:
                     continue
                 t = max(t, floors.get(p, t))
