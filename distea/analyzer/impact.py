@@ -154,7 +154,7 @@ class Analysis:
         """Possible edges of connections with unseen bytes (:mod:`distea.analyzer.unseen`)."""
         self.matching = matching
         self.order = order
-        self.shared = SharedMemory.of(matching)
+        self.shared = SharedMemory.of(matching, order)
         self.keys = order.process_keys
         self.index = order.index
         # per process: (name, first, last) sorted by name, for filtering in name order

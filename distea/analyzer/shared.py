@@ -8,10 +8,18 @@ semaphore operations, signals. The safe rule (docs/semantics.md, "Shared
 memory"):
 
     an effect that reached sharer P at clock c may be written to the segment
-    from time t = max(P's attach, the latest time recorded in P at or before
+    from time t = max(P's attach, the latest time known to precede P's clock
     c) on; it may be read by every other sharer R from R's first event after
     t, that is from clock max(R's attach, the latest clock of R recorded at
     or before t).
+
+A time known to precede (P, c): one recorded in P at or before c, or one
+recorded in another process of the host before a send that reached P at
+or before c through a pairing that carried its content (bytes of a pipe or
+stream, a spawn token, an exit, a timed semaphore or signal, a file):
+that receive came after that send in real time (:class:`KnownTimes`). Without
+it, a child that got its last order through a pipe with no time of its own
+would seem to store from its attach on.
 
 Only mappings that can write carry an effect out (a read-only sharer
 receives). Backwards (dependencies), the mirror image: what R ran at clock c
@@ -33,11 +41,16 @@ from bisect import bisect_left, bisect_right
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 
-from distea.analyzer.matching import Matching
+from distea.analyzer.matching import STREAM_KINDS, Matching
 from distea.analyzer.order import Order
 
 INF = 1 << 62
 """Later than any clock or time of a run."""
+CONTENT_KINDS = STREAM_KINDS | {"pipe", "mp", "proc", "exit", "sem", "signal", "file"}
+"""Kinds whose certain pairings carry what the receive got (bytes, a token, an exit) or
+are decided by same-host time: the receive returned after its send was made. The
+pairings of other kinds (a window of ZeroMQ sends, hubs, candidates) may name a send
+the receive did not need, so they give no time."""
 
 
 @dataclass(slots=True)
@@ -69,7 +82,8 @@ class Timeline:
     floor_time: list[int]
     ceil_time: list[int]
     times: list[int]
-    """Times, increasing; ``floor_clock[k]``/``ceil_clock[k]`` likewise for clocks."""
+    """Times, increasing; ``floor_clock[k]``: the greatest clock among the first ``k + 1``,
+    ``ceil_clock[k]``: the least among those from ``k`` on."""
     floor_clock: list[int]
     ceil_clock: list[int]
 
@@ -112,6 +126,131 @@ def _running(op: Callable[[int, int], int], values: list[int], backwards: bool =
     return out[::-1] if backwards else out
 
 
+class KnownTimes:
+    """Per process, times known to precede its events: ``time_before(p, c)``.
+
+    A time recorded at clock c' <= c of p (its :class:`Timeline`), or carried in
+    by a receive of p at c' <= c paired by a certain edge (kinds in
+    :data:`CONTENT_KINDS`, same host) with a send whose own known time is that:
+    the send was made after it, and the receive returned after the send.
+
+    Only receives after p's latest recorded time at or before c can carry a
+    later one (what came before was known when that time was read), so a
+    question looks at that stretch of p only, and at the senders' stretches
+    before their sends, and so on back: computed on demand, each stretch
+    scanned once (:meth:`_scan`), without recursion (chains may be long).
+    """
+
+    def __init__(self, m: Matching, order: Order, timelines: Mapping[int, Timeline]) -> None:
+        self.m = m
+        self.order = order
+        self.timelines = timelines
+        self.hosts = [_host(key) for key in m.process_keys]
+        self._sent_by: dict[int, int] | None = None
+        self._stretches: dict[tuple[int, int], _Stretch] = {}
+
+    def time_before(self, p: int, clock: int) -> int | None:
+        """A time no later than (p, clock), the latest known; None if none is."""
+        stack = [(p, clock)]
+        while stack:
+            q, c = stack[-1]
+            wanted = self._scan(q, c)
+            if wanted is None:
+                stack.pop()
+            else:
+                stack.append(wanted)
+        return self._known(p, clock)[1]
+
+    def _known(self, p: int, clock: int) -> tuple[bool, int | None]:
+        """(whether the stretch of p up to ``clock`` is scanned, the time known then)."""
+        own_clock, own = -1, None
+        timeline = self.timelines.get(p)
+        if timeline is not None:
+            k = bisect_right(timeline.clocks, clock)
+            if k:
+                own_clock, own = timeline.clocks[k - 1], timeline.floor_time[k - 1]
+        stretch = self._stretches.get((p, own_clock))
+        if stretch is None:
+            return own_clock == clock, own  # a stretch is empty up to its own time
+        if stretch.end < clock:
+            return False, own
+        k = bisect_right(stretch.clocks, clock)
+        if not k:
+            return True, own
+        carried = stretch.times[k - 1]
+        return True, carried if own is None or carried > own else own
+
+    def _scan(self, p: int, clock: int) -> tuple[int, int] | None:
+        """Scan p's stretch up to ``clock``; or the (process, clock) it needs first."""
+        own_clock = -1
+        timeline = self.timelines.get(p)
+        if timeline is not None:
+            k = bisect_right(timeline.clocks, clock)
+            if k:
+                own_clock = timeline.clocks[k - 1]
+        clocks = self.order.clocks[p]
+        stretch = self._stretches.get((p, own_clock))
+        if stretch is None:
+            stretch = self._stretches[(p, own_clock)] = _Stretch(
+                bisect_right(clocks, own_clock), own_clock, [], [])
+        m, base, sent_by = self.m, self.m.offsets[p], self._sends()
+        proc_of, events = m.proc_of, m.events
+        end = bisect_right(clocks, clock)
+        while stretch.next < end:
+            r = base + stretch.next
+            best = -1
+            if r in sent_by:
+                for s in self._content_sends(r, sent_by[r]):
+                    done, t = self._known(proc_of[s], events[s].clock)
+                    if not done:
+                        return proc_of[s], events[s].clock
+                    if t is not None and t > best:
+                        best = t
+            if best >= 0 and (not stretch.times or best > stretch.times[-1]):
+                stretch.clocks.append(clocks[stretch.next])
+                stretch.times.append(best)
+            stretch.end = clocks[stretch.next]
+            stretch.next += 1
+        if stretch.end < clock:
+            stretch.end = clock  # nothing else of p up to there
+        return None
+
+    def _sends(self) -> dict[int, int]:
+        """Receive → a certain send (the last; ``Order.multi`` has them all)."""
+        if self._sent_by is None:
+            self._sent_by = {r: s for s, r in self.m.edges}
+        return self._sent_by
+
+    def _content_sends(self, r: int, s: int) -> list[int]:
+        """The sends of other processes of r's host that certainly carried r's content."""
+        m, order = self.m, self.order
+        if m.events[r].kind not in CONTENT_KINDS:
+            return []
+        pr, lamport = m.proc_of[r], order.lamport
+        return [s for s in order.multi.get(r, (s,))
+                if m.proc_of[s] != pr and self.hosts[m.proc_of[s]] == self.hosts[pr]
+                and lamport[s] < lamport[r]]  # a demoted pairing is not in the order
+
+
+@dataclass(slots=True)
+class _Stretch:
+    """The receives of one process after one of its recorded times, scanned so far."""
+
+    next: int
+    """Index (among the process's events) of the next event to scan."""
+    end: int
+    """The clock up to which it is scanned."""
+    clocks: list[int]
+    """Clocks where the time carried in rises, increasing."""
+    times: list[int]
+    """The time carried in from that clock on."""
+
+
+def _host(key: str) -> str:
+    """The host of a process key (``host:pid:start_ns``)."""
+    return key.rsplit(":", 2)[0]
+
+
 @dataclass(slots=True)
 class Arrival:
     """Impact reaching a process through a segment: where, from whom."""
@@ -130,11 +269,12 @@ class SharedMemory:
 
     segments: list[Segment] = field(default_factory=list)
     timelines: dict[int, Timeline] = field(default_factory=dict)
+    known: KnownTimes | None = None
     by_process: dict[int, list[int]] = field(default_factory=dict)
     """Process → indexes of the segments it shares."""
 
     @classmethod
-    def of(cls, m: Matching) -> SharedMemory:
+    def of(cls, m: Matching, order: Order) -> SharedMemory:
         found: dict[str, dict[int, Sharer]] = {}
         paths: dict[str, str] = {}
         for i, ev in enumerate(m.events):
@@ -164,6 +304,7 @@ class SharedMemory:
                 if isinstance(t, int):
                     points.setdefault(m.proc_of[i], []).append((ev.clock, t))
             out.timelines = {p: Timeline.of(pts) for p, pts in points.items()}
+            out.known = KnownTimes(m, order, out.timelines)
         return out
 
     def before(self, r: int, time: int, order: Order) -> int:
@@ -199,7 +340,8 @@ class SharedMemory:
                 writer = next(s for s in segment.sharers if s.process == p)
                 if not writer.writable:
                     continue
-                t = self.timelines[p].time_at_least(max(start, writer.clock))
+                t = self.known.time_before(p, max(start, writer.clock)) \
+                    if self.known is not None else None
                 if t is None:
                     continue
                 t = max(t, floors.get(p, t))

@@ -6,7 +6,16 @@ worked out from the rules of docs/semantics.md next to the trace.
 
 from __future__ import annotations
 
+import random
+from pathlib import Path
+
+import pytest
+
+from benchmarks.analysis_scale import write_synthetic_run
+from distea.analyzer.matching import Matching
+from distea.analyzer.order import Order
 from distea.analyzer.run import Run
+from distea.analyzer.shared import CONTENT_KINDS, KnownTimes, Timeline
 from tests.analyzer.conftest import impacted, load
 from tests.analyzer.test_matching import pairs
 from tests.analyzer.tracebuilder import TraceBuilder
@@ -119,3 +128,70 @@ def test_shared_segment_backwards(tb: TraceBuilder) -> None:
     # early (clock 2) ran before R's time 90 (clock 4), and W mapped S only at t 100
     assert not run.deps("app.early").deps.get(next(
         k for k, p in run.processes.items() if p.role == "W"))
+
+
+def test_a_sharer_stores_no_earlier_than_the_time_its_order_was_sent(tb: TraceBuilder) -> None:
+    """P records t 800, then orders C through a pipe; C records no time of its own after
+    its attach (t 150). R, the other sharer: work (clock 2), t 500 (3), late (4), t 1000 (5).
+    """
+    p, c, r = tb.process("P"), tb.process("C"), tb.process("R")
+    p.send(1, "shm", "h:shm:1:2", t=100, path="/dev/shm/psm_s", w=True)
+    p.send(2, "sem", "h:sem:p", t=800)
+    p.run("app.order", 3)
+    p.send(4, "pipe", "h:pipe:7", 0, 5)
+    c.send(1, "shm", "h:shm:1:2", t=150, path="/dev/shm/psm_s", w=True)
+    c.recv(2, "pipe", "h:pipe:7", 0, 5)
+    c.run("app.store", 3)
+    r.send(1, "shm", "h:shm:1:2", t=160, path="/dev/shm/psm_s", w=True)
+    r.run("app.work", 2)
+    r.send(3, "sem", "h:sem:r", t=500)
+    r.run("app.late", 4)
+    r.send(5, "sem", "h:sem:r", t=1000)
+    run = load(tb)
+    # C's pipe receive returned after P's send, made after P recorded t 800: C stores from
+    # t 800 (not from its attach at 150), like P; R's latest time at or before 800 is
+    # clock 3, so R is impacted from clock 4: late, not work
+    assert impacted(run, "app.order") == {("P", "app.order"), ("C", "app.store"),
+                                          ("R", "app.late")}
+    # what C ran after its order: the same bound, for P too (its latest time at or before
+    # 800 is clock 2: order, at 3, may read it)
+    assert impacted(run, "app.store") == {("C", "app.store"), ("R", "app.late"),
+                                          ("P", "app.order")}
+
+
+def _known_by_lamport(m: Matching, order: Order, times: dict[int, int]) -> list[int | None]:
+    """The plain definition: every event in Lamport order, the latest time recorded at it,
+    before it in its process, or known at a send that certainly carried its content."""
+    sources: dict[int, list[int]] = {}
+    for s, r in m.edges:
+        if m.proc_of[s] != m.proc_of[r] and m.events[r].kind in CONTENT_KINDS:
+            sources.setdefault(r, []).append(s)
+    known: list[int | None] = [None] * len(m.events)
+    current: list[int | None] = [None] * len(m.process_keys)
+    for i in sorted(range(len(m.events)), key=order.lamport.__getitem__):
+        p = m.proc_of[i]
+        best = current[p]
+        for t in (times.get(i), *(known[s] for s in sources.get(i, ()))):
+            if t is not None and (best is None or t > best):
+                best = t
+        current[p] = known[i] = best
+    return known
+
+
+@pytest.mark.parametrize("share", [0.0, 0.01, 0.1, 0.5])
+def test_known_times_on_demand_equal_the_plain_definition(tmp_path: Path, share: float) -> None:
+    """Random runs (streams and message channels); each event recorded a time with
+    probability ``share`` (and each process's first one), read in Lamport order as a
+    clock would: the stretches scanned on demand give the same times as the definition."""
+    run = Run.load(write_synthetic_run(tmp_path / "run", 6, 3000, 10, seed=7))
+    m, order = run.matching, run.order
+    rng = random.Random(int(share * 100))
+    times = {i: order.lamport[i] * 10 + 5 for i in range(len(m.events))
+             if rng.random() < share or i in m.offsets}
+    points: dict[int, list[tuple[int, int]]] = {}
+    for i, t in times.items():
+        points.setdefault(m.proc_of[i], []).append((m.events[i].clock, t))
+    known = KnownTimes(m, order, {p: Timeline.of(v) for p, v in points.items()})
+    expected = _known_by_lamport(m, order, times)
+    for i in rng.sample(range(len(m.events)), 1500):
+        assert known.time_before(m.proc_of[i], m.events[i].clock) == expected[i], i

@@ -76,12 +76,14 @@ def test_value_and_event_carry_the_computation_to_the_consumer(program, method: 
                      main: {"ve.<module>"}}
 
     # The Values live in one shared arena that every process maps: the safe rule may
-    # add more (how much depends on when each process recorded a time), never less,
-    # and the result names the arena.
+    # add more (how much depends on when each process recorded a time), never less.
+    # (Whether it also sets a start, and the result names the arena, depends on those
+    # times too: main learns of compute only at its join, and stores nothing before.)
     full = by_role(traced, traced.run.impact("ve.compute").impacted)
     for role, names in exact.items():
         assert names <= full[role], role
-    assert any("pym-" in path for path in traced.run.impact("ve.compute").shared_memory.values())
+    assert any("pym-" in segment.path and len(segment.sharers) == 3
+               for segment in traced.run.analysis.shared.segments)
 
     # explain prefers a seen edge: the Event's (or the Value lock's) semaphore
     explanation = traced.run.explain("ve.compute", "ve.use")

@@ -183,11 +183,14 @@ def test_a_value_stored_in_redis_reaches_its_reader(tmp_path: Path, redis_port: 
     assert run.relays[0].relayed >= 1
 
 
-TASKS = '''
+TASKS = """
 import os
+import time
+
+import redis
 from celery import Celery
 
-PORT = os.environ["REDIS_PORT"]
+PORT = int(os.environ["REDIS_PORT"])
 app = Celery("tasks", broker=f"redis://127.0.0.1:{PORT}/0",
              backend=f"redis://127.0.0.1:{PORT}/1")
 
@@ -196,37 +199,59 @@ def combine(a, b):
 
 @app.task
 def add(a, b):
-    return combine(a, b)
-'''
+    return combine(a, b), os.getpid()
 
-DRIVER = '''
-import os, socket, subprocess, sys, time
+def wait_for_partner(r):
+    r.incr("met")
+    deadline = time.monotonic() + 30
+    while int(r.get("met")) < 2:
+        assert time.monotonic() < deadline, "the other worker child never ran meet"
+        time.sleep(0.01)
+
+@app.task
+def meet():
+    wait_for_partner(redis.Redis(host="127.0.0.1", port=PORT, db=2))
+    return os.getpid()
+"""
+
+DRIVER = """
+import subprocess, sys
 import tasks
 
 def make_args(i):
     return i, i * 10
 
 def submit():
-    results = [tasks.add.delay(*make_args(i)) for i in range(4)]
-    print([r.get(timeout=30) for r in results])
+    print("add", *tasks.add.delay(*make_args(1)).get(timeout=30))
+
+def other():
+    results = [tasks.meet.delay() for _ in range(2)]
+    print("meet", *[r.get(timeout=30) for r in results])
 
 def main():
-    env = dict(os.environ)
     worker = subprocess.Popen(
         [sys.executable, "-m", "celery", "-A", "tasks", "worker", "-c", "2", "-P", "prefork",
-         "--without-heartbeat", "--without-gossip", "--without-mingle", "-l", "error"], env=env)
+         "-O", "fair", "--without-heartbeat", "--without-gossip", "--without-mingle",
+         "-l", "error"])
     try:
-        subprocess.run([sys.executable, "driver.py", "submit"], env=env, check=True)
+        for role in ("other", "submit"):
+            subprocess.run([sys.executable, "driver.py", role], check=True)
     finally:
         worker.terminate()
         worker.wait(30)
 
-{"main": main, "submit": submit}[sys.argv[1]]()
-'''
+{"main": main, "submit": submit, "other": other}[sys.argv[1]]()
+"""
 
 
 def test_celery_tasks_reach_the_worker_child_that_ran_them(
         tmp_path: Path, redis_port: int) -> None:
+    """Two drivers, one after the other, through a prefork worker with two children.
+
+    ``other`` first sends two ``meet`` tasks that wait for each other, so each
+    child runs one (``-O fair``: a busy child gets no task). Then ``submit``
+    sends one ``add``. Oracle: the pids the tasks return.
+    """
     pytest.importorskip("celery", reason="celery is a dev dependency (uv sync)")
     (tmp_path / "tasks.py").write_text(textwrap.dedent(TASKS))
     (tmp_path / "driver.py").write_text(textwrap.dedent(DRIVER))
@@ -234,40 +259,55 @@ def test_celery_tasks_reach_the_worker_child_that_ran_them(
     traced = run_traced([sys.executable, "driver.py", "main"], tmp_path, tmp_path / "run",
                         timeout=90, env=env)
     assert traced.result.returncode == 0, traced.result.stderr
-    assert "[0, 11, 22, 33]" in traced.result.stdout
+    said = {line.split()[0]: line.split()[1:] for line in traced.result.stdout.splitlines()
+            if line.startswith(("meet ", "add "))}
+    assert said["add"][0] == "11"
+    ran_add, met = int(said["add"][1]), {int(pid) for pid in said["meet"]}
+    assert len(met) == 2 and ran_add in met, said  # both children ran a meet, one the add
     run = Run.load(traced.run_dir)
     address = f"127.0.0.1:{redis_port}"
-    res = run.impact("driver.make_args")
-    ran = {k for k, ex in run.executions.items() if "tasks.add" in ex}
-    assert ran, "no worker child ran a task"
-    # every task was submitted after make_args first started: each child that ran
-    # one runs add and combine after the impact arrives
-    for key in ran:
-        assert {"tasks.add", "tasks.combine"} <= set(res.impacted.get(key, ())), key
-    assert [r.address for r in run.relays_carrying(res)] == [address]
-    # each of the 4 task messages: the driver's LPUSH pairs exactly with the worker's BRPOP
-    # reply that carries it (nobody else wrote the keys BRPOP reads)
-    assert run.relays[0].exact >= 4
+
+    def by_process(run: Run) -> dict[str, set[str]]:
+        """Impact of make_args by process: ``driver ROLE`` for the drivers, else the pid."""
+        res = run.impact("driver.make_args")
+        out: dict[str, set[str]] = {}
+        for key, names in res.impacted.items():
+            info = run.processes[key]
+            label = f"driver {info.argv[-1]}" if info.role == "driver.py" else str(info.pid)
+            out[label] = set(names)
+        return out
+
+    driver_side = {
+        # the submitter: make_args, then submit and the module run on after it starts
+        "driver submit": {"driver.make_args", "driver.submit", "driver.<module>"},
+        # main: its wait for the submitter returns after
+        "driver main": {"driver.main", "driver.<module>"},
+    }
+    impact = by_process(run)
+    # the child that ran add: the task message arrived after make_args started; its meet
+    # ran before (both meets finished before submit started). The other child, the
+    # worker's parent and the other driver ran nothing of theirs after the impact arrived.
+    assert impact == {**driver_side, str(ran_add): {"tasks.add", "tasks.combine"}}
+    assert run.processes[run.find_process(str(ran_add))].role.startswith("ForkPoolWorker")
+    assert [r.address for r in run.relays_carrying(run.impact("driver.make_args"))] == [address]
+    # each task message (two meets, one add): the driver's LPUSH pairs exactly with the
+    # worker's BRPOP reply that carries it (nobody else wrote the keys BRPOP reads)
+    assert run.relays[0].exact >= 3
     explained = subprocess.run(
         [str(DISTEA), "explain", "--run", str(traced.run_dir), "driver.make_args",
          "tasks.combine"], capture_output=True, text=True, cwd=tmp_path)
     assert explained.returncode == 0, explained.stderr
     assert f"through the untraced server at {address}" in " ".join(explained.stdout.split())
+    # Turned off: the driver reaches the worker only when main terminates it after the
+    # submitter exited (an exit edge, then SIGTERM, then the parent's pipes to its
+    # children and the memory they share), after every task ran: the impact stays on
+    # the driver's side.
+    assert by_process(Run(run.data, no_relay=[address])) == driver_side
     off = subprocess.run(
         [str(DISTEA), "impact", "--json", "--run", str(traced.run_dir), "--no-relay", address,
          "driver.make_args"], capture_output=True, text=True, cwd=tmp_path)
     assert off.returncode == 0, off.stderr
     assert f"relay redis at {address} turned off" in off.stdout
-    # Without the relay, the driver reaches the worker only when driver.main terminates
-    # it after the submitter exited (an exit edge, then SIGTERM), long after the tasks
-    # ran: no path to a task goes through Redis any more. (Whether the shared-memory
-    # rule then reaches a child that ran a task depends on when that child last
-    # recorded a timed event: safe, not precise; not what this test is about.)
-    unrelayed = subprocess.run(
-        [str(DISTEA), "explain", "--run", str(traced.run_dir), "--no-relay", address,
-         "driver.make_args", "tasks.combine"], capture_output=True, text=True, cwd=tmp_path)
-    assert unrelayed.returncode == 0, unrelayed.stderr
-    assert "untraced server" not in unrelayed.stdout and "tcp " not in unrelayed.stdout
     shown = subprocess.run([str(DISTEA), "show", "--json", "--run", str(traced.run_dir)],
                            capture_output=True, text=True, cwd=tmp_path)
     assert f'"address": "{address}"' in shown.stdout

@@ -261,7 +261,8 @@ class SyncChannel:
         if session is None:
             return None
         try:
-            return session.stamp(), monotonic_ns()
+            t = monotonic_ns()  # before the clock is taken: no later than the event's clock
+            return session.stamp(), t
         except Exception:
             session.errors += 1
             return None
