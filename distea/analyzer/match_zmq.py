@@ -1,11 +1,11 @@
-"""ZeroMQ fan-in and fan-out: per-socket FIFO, same-host time, and fingerprints.
+"""ZeroMQ fan-in, fan-out and broadcast: FIFO, time, fingerprints and envelopes.
 
 One ZeroMQ channel name (``ENDPOINT connect>bind``) often carries several
 sockets' messages: many REQ/DEALER/PUSH peers into one ROUTER or PULL
 (fan-in), or one bound PUSH/DEALER's messages split among many connected
 workers (fan-out). When payloads repeat (every worker's empty result, every
 client's ``b"Hello"``), the fingerprint class rule is ambiguous for nearly
-every receive. Three facts the tracer records narrow it
+every receive. What the tracer records narrows it
 (:mod:`distea.tracer.channels.zmq`):
 
 - **per-socket FIFO**: what one socket sends to one peer arrives in order;
@@ -16,7 +16,12 @@ every receive. Three facts the tracer records narrow it
 - **same-host time**: ``meta["t"]``, ``CLOCK_MONOTONIC`` read before a send
   hands its message over and after a receive got it. On one host a receive
   cannot have got a message whose send began later: ``send.t <= recv.t``;
-- **fingerprints**: a receive reads a message of its own look.
+  a SUB's receives also carry ``meta["since"]``, read before its first
+  bind or connect: a publisher sends only to subscriptions it knows, so
+  nothing published before that reaches it: ``since <= send.t``;
+- **fingerprints**: a receive reads a message of its own look;
+- **envelopes**: a DEALER records the routing frames of each message up to
+  the empty delimiter (``meta["env"]``); two DEALERs see the same ones.
 
 Each is a necessary condition, so the set of sends a receive could have read
 under all of them still holds its real send; a receive with one such send is
@@ -48,6 +53,21 @@ gives (impact, dependencies, the order of every other event) is the same
 whichever candidate it was, so the receive is paired with the last of them
 and counted as matched. Only the send an explanation names may be a
 neighbour of the real one.
+
+**Broadcast** (a PUB's sends, ``meta["fanout"]``): each subscriber reads an
+increasing subsequence of the one publisher's stream (it joined late, its
+filters and full queues drop the rest), independently of the others: the
+fan-out windows without taking out what others read. The burst rule applies.
+
+**REP workers behind a DEALER** (a request-reply broker's backend): a REP
+answers strictly in turn (``meta["rep"]``), and its k-th reply goes back with
+the envelope of its k-th request. So the reader of the k-th reply has the
+envelope of one of the k-th request's candidate sends, and when the k-th
+reply was read for certain, the k-th request's send has the envelope of one
+of its possible readers: both directions of the endpoint are solved again
+under these limits until nothing changes (:func:`_through_rep`). Requests
+of one client whose replies both waited stay uncertain: either worker may
+have had either.
 
 Anything else (many to many, a model that no interleaving satisfies, too many
 states) returns None, and the caller's safe rule applies.
@@ -92,35 +112,39 @@ class ZmqPairs:
     ``uncertain`` (fan-out windows paired with their last send)."""
 
 
+@dataclass(slots=True)
+class _Solved:
+    """One channel's receives and the sends each may have read, before reporting."""
+
+    recvs: list[int]
+    candidates: list[tuple[int, ...] | None]
+    """Per receive, its candidate sends in order; None: more than :data:`MAX_LISTED`
+    (a fan-out window, given by ``windows``)."""
+    read: set[int]
+    """Sends some receive read for certain (the real ones, not a burst's last)."""
+    stream: list[int] | None = None
+    """Fan-out and broadcast: the one sending socket's sends, which ``windows`` index."""
+    windows: list[tuple[int, int]] | None = None
+
+
 def pair_zmq(m: Matching, sends: list[int], recvs: list[int],
              processes: Mapping[str, ProcessInfo] | None) -> ZmqPairs | None:
-    """Pair one ZeroMQ channel's fan-in or fan-out; None to leave it to the safe rule."""
-    events = m.events
+    """Pair one ZeroMQ channel's fan-in, fan-out or broadcast; None to leave it to
+    the safe rule."""
     if not sends or not recvs:
         return None
-    for i in sends:
-        meta = events[i].meta
-        if not meta or "t" not in meta or meta.get("multi") or meta.get("fanout"):
-            return None
-    for i in recvs:
-        meta = events[i].meta
-        if not meta or "t" not in meta or meta.get("multi"):
-            return None
-    senders = _streams(m, sends)
-    receivers = _streams(m, recvs)
-    if len(senders) == 1 and len(receivers) == 1:
-        return None  # one to one: FIFO per fingerprint class already pairs it
     hosts = [processes[k].host if processes and k in processes else None
              for k in m.process_keys]
     feasible = _Feasible(m, hosts)
-    if len(receivers) == 1:
-        found = _fan_in(m, list(senders.values()), next(iter(receivers.values())), feasible)
-    elif len(senders) == 1:
-        found = _fan_out(m, next(iter(senders.values())), list(receivers.values()), feasible)
-    else:
+    solved = _solve(m, sends, recvs, feasible)
+    if solved is None:
         return None
-    if found is None:
-        return None
+    links = _rep_links(m, sends, recvs)
+    if links:
+        solved = _through_rep(m, sends, recvs, solved, links, feasible)
+        if solved is None:
+            return None
+    found = _report(m, solved)
     read = {s for s, _ in found.edges} | found.maybe_read
     for _, chains in found.uncertain:
         for chain in chains:
@@ -129,39 +153,92 @@ def pair_zmq(m: Matching, sends: list[int], recvs: list[int],
     return found
 
 
+def _solve(m: Matching, sends: list[int], recvs: list[int], ok: _Feasible) -> _Solved | None:
+    """The candidates of each receive of one channel, by its shape; None if it has
+    none of the shapes handled here."""
+    events = m.events
+    fanout = False
+    for i in sends:
+        meta = events[i].meta
+        if not meta or "t" not in meta or meta.get("multi"):
+            return None
+        fanout = fanout or bool(meta.get("fanout"))
+    for i in recvs:
+        meta = events[i].meta
+        if not meta or "t" not in meta or meta.get("multi"):
+            return None
+    senders = _streams(m, sends)
+    receivers = _streams(m, recvs)
+    if fanout:  # PUB: each subscriber reads a subsequence of what it published
+        if len(senders) != 1:
+            return None
+        return _broadcast(next(iter(senders.values())), list(receivers.values()), ok)
+    if len(senders) == 1 and len(receivers) == 1:
+        return None  # one to one: FIFO per fingerprint class already pairs it
+    if len(receivers) == 1:
+        return _fan_in(m, list(senders.values()), next(iter(receivers.values())), ok)
+    if len(senders) == 1:
+        return _fan_out(next(iter(senders.values())), list(receivers.values()), ok)
+    return None
+
+
 def _streams(m: Matching, ids: list[int]) -> dict[Stream, list[int]]:
     """(process, socket) → its ids, in clock order (ids increase with the clock)."""
     streams: dict[Stream, list[int]] = defaultdict(list)
     for i in ids:
-        meta = m.events[i].meta
-        sock = meta.get("sock", 0) if meta else 0
-        streams[(m.proc_of[i], sock if isinstance(sock, int) else 0)].append(i)
+        streams[_socket(m, i)].append(i)
     return streams
 
 
-class _Feasible:
-    """Could receive ``r`` have read send ``s``: same look, not sent after it (one host)."""
+def _socket(m: Matching, i: int) -> Stream:
+    meta = m.events[i].meta
+    sock = meta.get("sock", 0) if meta else 0
+    return (m.proc_of[i], sock if isinstance(sock, int) else 0)
 
-    __slots__ = ("events", "hosts", "proc_of")
+
+class _Feasible:
+    """Could receive ``r`` have read send ``s``: same look, same envelope where both
+    ends saw it, not sent after it (one host), and inside ``limits``."""
+
+    __slots__ = ("events", "hosts", "limits", "proc_of")
 
     def __init__(self, m: Matching, hosts: list[str | None]) -> None:
         self.events = m.events
         self.proc_of = m.proc_of
         self.hosts = hosts
+        self.limits: dict[int, frozenset[object]] = {}
+        """Event id → the envelopes its other end may have (:func:`_through_rep`)."""
 
     def __call__(self, s: int, r: int) -> bool:
         send, recv = self.events[s], self.events[r]
         if _fp(send) != _fp(recv):
             return False
+        send_env, recv_env = _env(send), _env(recv)
+        if send_env is not None and recv_env is not None and send_env != recv_env:
+            return False  # two DEALERs: both saw the whole envelope
+        if self.limits:
+            allowed = self.limits.get(r)
+            if allowed is not None and send_env not in allowed:
+                return False
+            allowed = self.limits.get(s)
+            if allowed is not None and recv_env not in allowed:
+                return False
         host = self.hosts[self.proc_of[s]]
         if host is None or host != self.hosts[self.proc_of[r]]:
             return True  # clocks of two hosts say nothing about each other
-        return send.meta["t"] <= recv.meta["t"]  # type: ignore[index,operator]
+        sent = send.meta["t"]  # type: ignore[index]
+        # a SUB gets nothing published before it bound or connected ("since")
+        return recv.meta.get("since", sent) <= sent <= recv.meta["t"]  # type: ignore[index,operator,union-attr]
 
 
 def _fp(ev: MessageEvent) -> object:
     fp = ev.meta.get("fp") if ev.meta else None
     return tuple(fp) if isinstance(fp, list) else fp
+
+
+def _env(ev: MessageEvent) -> object:
+    """The envelope a DEALER saw (routing frames up to the empty delimiter), if any."""
+    return ev.meta.get("env") if ev.meta else None
 
 
 def _auto_peer(ev: MessageEvent) -> str | None:
@@ -176,7 +253,7 @@ def _auto_peer(ev: MessageEvent) -> str | None:
 
 
 def _fan_in(m: Matching, streams: list[list[int]], recvs: list[int],
-            ok: _Feasible) -> ZmqPairs | None:
+            ok: _Feasible) -> _Solved | None:
     """The receives as an interleaving of the streams' prefixes (module docstring).
 
     A state is (how far each stream was read, the stream behind each routing id
@@ -211,8 +288,10 @@ def _fan_in(m: Matching, streams: list[list[int]], recvs: list[int],
             return None
         layers.append(nxt)
         states = list(nxt)
+    # every surviving interleaving read at least this much of each stream
+    read = {s for j, stream in enumerate(streams)
+            for s in stream[:min(state[0][j] for state in states)]}
     # back from every surviving end state: which send each receive read on some path
-    found = ZmqPairs()
     alive = set(states)
     candidates: list[set[int]] = [set() for _ in recvs]
     for k in range(len(recvs) - 1, -1, -1):
@@ -222,27 +301,16 @@ def _fan_in(m: Matching, streams: list[list[int]], recvs: list[int],
                 candidates[k].add(streams[j][prev[0][j]])
                 before.add(prev)
         alive = before
-    for r, sends in zip(recvs, candidates, strict=True):
-        _record(found, ok, r, sends)
-    return found
+    return _Solved(recvs, [tuple(sorted(c)) for c in candidates], read)
 
 
-def _record(found: ZmqPairs, ok: _Feasible, r: int, sends: set[int]) -> None:
-    if len(sends) == 1:
-        found.edges.append((next(iter(sends)), r))
-        return
-    chains: dict[int, list[int]] = defaultdict(list)
-    for s in sorted(sends):
-        chains[ok.proc_of[s]].append(s)
-    found.uncertain.append((r, tuple(tuple(c) for c in chains.values())))
-
-
-def _fan_out(m: Matching, stream: list[int], receivers: list[list[int]],
-             ok: _Feasible) -> ZmqPairs | None:
-    """Each receiver reads an increasing subsequence of ``stream`` (module docstring)."""
+def _fan_out(stream: list[int], receivers: list[list[int]], ok: _Feasible) -> _Solved | None:
+    """Each receiver reads an increasing subsequence of ``stream``, and no two read
+    one message (module docstring)."""
     owner: dict[int, int] = {}  # position in ``stream`` -> the receive that read it for certain
+    windows: list[list[tuple[int, int]]] = []
     for _ in range(MAX_ROUNDS):
-        windows: list[list[tuple[int, int]]] = []
+        windows = []
         for recvs in receivers:
             window = _windows(stream, recvs, ok, owner)
             if window is None:
@@ -253,25 +321,68 @@ def _fan_out(m: Matching, stream: list[int], receivers: list[list[int]],
         if certain.items() <= owner.items():
             break
         owner.update(certain)
+    solved = _listed(stream, receivers, windows, ok, owner)
+    solved.read = {stream[lo] for window in windows for lo, hi in window if lo == hi}
+    return solved
+
+
+def _broadcast(stream: list[int], receivers: list[list[int]], ok: _Feasible) -> _Solved | None:
+    """Each subscriber reads an increasing subsequence of what the publisher sent: the
+    part published after it joined, less what its filters and full queues dropped."""
+    windows = []
+    for recvs in receivers:
+        window = _windows(stream, recvs, ok, {})
+        if window is None:
+            return None
+        windows.append(window)
+    return _listed(stream, receivers, windows, ok, {})
+
+
+def _listed(stream: list[int], receivers: list[list[int]],
+            windows: list[list[tuple[int, int]]], ok: _Feasible,
+            owner: Mapping[int, int]) -> _Solved:
+    """A windowed answer: per receive, the sends of its window it could have read."""
+    recvs: list[int] = []
+    candidates: list[tuple[int, ...] | None] = []
+    flat: list[tuple[int, int]] = []
+    for rs, window in zip(receivers, windows, strict=True):
+        for r, (lo, hi) in zip(rs, window, strict=True):
+            recvs.append(r)
+            flat.append((lo, hi))
+            candidates.append(
+                None if hi - lo >= MAX_LISTED else
+                tuple(stream[q] for q in range(lo, hi + 1)
+                      if owner.get(q, r) == r and ok(stream[q], r)))
+    return _Solved(recvs, candidates, set(), stream, flat)
+
+
+def _report(m: Matching, solved: _Solved) -> ZmqPairs:
+    """Edges and uncertain receives; a fan-out window whose candidates differ by sends
+    only is paired with its last send (module docstring)."""
     found = ZmqPairs()
-    sender = m.proc_of[stream[0]]
-    base = m.offsets[sender]
-    clocks = [ev.clock for ev in m.events[base:m.offsets[sender + 1]]]
-    sends_before = [0]  # sends among the sender's first k events
-    for ev in m.events[base:m.offsets[sender + 1]]:
-        sends_before.append(sends_before[-1] + (ev.direction == "send"))
-    whole = tuple(stream)
-    for recvs, window in zip(receivers, windows, strict=True):
-        for r, (lo, hi) in zip(recvs, window, strict=True):
-            first, last = stream[lo], stream[hi]
-            if lo == hi or _only_sends_between(m, clocks, sends_before, first, last):
-                found.edges.append((last, r))  # every candidate gives the same answers
+    stream, windows = solved.stream, solved.windows
+    burst: _Bursts | None = None
+    if stream is not None:
+        burst = _Bursts(m, m.proc_of[stream[0]])
+    for k, r in enumerate(solved.recvs):
+        sends = solved.candidates[k]
+        if stream is not None and windows is not None and burst is not None:
+            lo, hi = windows[k]
+            if lo == hi or burst.only_sends_between(stream[lo], stream[hi]):
+                found.edges.append((stream[hi], r))  # every candidate gives the same answers
                 found.maybe_read.update(stream[lo:hi])
-            elif hi - lo < MAX_LISTED:
-                _record(found, ok, r, {stream[q] for q in range(lo, hi + 1)
-                                       if owner.get(q, r) == r and ok(stream[q], r)})
-            else:
-                found.uncertain.append((r, (whole,)))
+                continue
+            if sends is None:
+                found.uncertain.append((r, (tuple(stream),)))
+                continue
+        assert sends is not None
+        if len(sends) == 1:
+            found.edges.append((sends[0], r))
+            continue
+        chains: dict[int, list[int]] = defaultdict(list)
+        for s in sends:
+            chains[m.proc_of[s]].append(s)
+        found.uncertain.append((r, tuple(tuple(c) for c in chains.values())))
     return found
 
 
@@ -307,12 +418,120 @@ def _windows(stream: list[int], recvs: list[int], ok: _Feasible,
     return window
 
 
-def _only_sends_between(m: Matching, clocks: list[int], sends_before: list[int],
-                         first: int, last: int) -> bool:
-    """Whether every event of the sender from ``first`` to ``last`` is a send, at
-    consecutive clocks: nothing else was recorded (no method started, nothing
-    received) in between. ``clocks``: the sender's event clocks, in order;
-    ``sends_before[k]``: how many of its first k events are sends."""
-    a, b = m.events[first].clock, m.events[last].clock
-    i, j = bisect_left(clocks, a), bisect_right(clocks, b)
-    return j - i == b - a + 1 and sends_before[j] - sends_before[i] == j - i
+class _Bursts:
+    """Which stretches of one sender's events are sends only."""
+
+    __slots__ = ("clocks", "events", "sends_before")
+
+    def __init__(self, m: Matching, sender: int) -> None:
+        mine = m.events[m.offsets[sender]:m.offsets[sender + 1]]
+        self.events = m.events
+        self.clocks = [ev.clock for ev in mine]
+        """The sender's event clocks, in order."""
+        self.sends_before = [0]
+        """``sends_before[k]``: how many of its first k events are sends."""
+        for ev in mine:
+            self.sends_before.append(self.sends_before[-1] + (ev.direction == "send"))
+
+    def only_sends_between(self, first: int, last: int) -> bool:
+        """Whether every event of the sender from ``first`` to ``last`` is a send, at
+        consecutive clocks: nothing else was recorded (no method started, nothing
+        received) in between."""
+        a, b = self.events[first].clock, self.events[last].clock
+        i, j = bisect_left(self.clocks, a), bisect_right(self.clocks, b)
+        return j - i == b - a + 1 and self.sends_before[j] - self.sends_before[i] == j - i
+
+
+# -- a REP socket between: its k-th reply carries its k-th request's envelope -------
+
+
+def _rep_links(m: Matching, sends: list[int], recvs: list[int]) -> list[tuple[int, int]]:
+    """(k-th receive, k-th send) of each REP socket with events on this channel.
+
+    A REP socket answers strictly in turn, each reply sent back with the
+    envelope of the request it answers. Its requests arrive on one direction
+    of its endpoint and its replies leave by the other, so both channels are
+    gathered here."""
+    reps = {_socket(m, i) for i in (*sends, *recvs)
+            if (meta := m.events[i].meta) and meta.get("rep")}
+    if not reps:
+        return []
+    channel = m.events[sends[0]].channel
+    names = {channel, _reverse(channel)}
+    got: dict[Stream, list[int]] = defaultdict(list)
+    gave: dict[Stream, list[int]] = defaultdict(list)
+    for p in {proc for proc, _ in reps}:
+        for i in range(m.offsets[p], m.offsets[p + 1]):
+            ev = m.events[i]
+            if ev.kind == "zmq" and ev.channel in names and ev.meta and ev.meta.get("rep"):
+                (gave if ev.direction == "send" else got)[_socket(m, i)].append(i)
+    return [pair for sock in reps for pair in zip(got[sock], gave[sock], strict=False)]
+
+
+def _through_rep(m: Matching, sends: list[int], recvs: list[int], solved: _Solved,
+                 links: list[tuple[int, int]], ok: _Feasible) -> _Solved | None:
+    """This channel solved together with the other direction of its endpoint.
+
+    Behind a DEALER, REP workers' requests and replies are look-alikes that
+    only their envelope (the client's routing id, which the DEALER records)
+    tells apart: the REP's k-th reply reaches the DEALER with the envelope of
+    the DEALER's send its k-th request read. So the k-th reply's reader has one
+    of the envelopes of the k-th request's candidates; and when the k-th
+    reply was read for certain, the k-th request's send has one of the
+    envelopes of its possible readers. Each is a necessary condition on the
+    real pairs; applied in turn until nothing changes."""
+    other_name = _reverse(m.events[sends[0]].channel)
+    other_sends: list[int] = []
+    other_recvs: list[int] = []
+    for i, ev in enumerate(m.events):
+        if ev.kind == "zmq" and ev.channel == other_name:
+            (other_sends if ev.direction == "send" else other_recvs).append(i)
+    if not other_sends or not other_recvs:
+        return solved
+    for _ in range(MAX_ROUNDS):
+        other = _solve(m, other_sends, other_recvs, ok)
+        if other is None:
+            return solved
+        limits = _limits(m, links, (solved, other))
+        if limits == ok.limits:
+            return solved
+        ok.limits = limits
+        again = _solve(m, sends, recvs, ok)
+        if again is None:
+            return None  # the model has no answer: the safe rule
+        solved = again
+    return solved
+
+
+def _reverse(channel: str) -> str:
+    """``"E bind>connect"`` → ``"E connect>bind"``: the other direction of one endpoint."""
+    endpoint, _, direction = channel.rpartition(" ")
+    return f"{endpoint} {'>'.join(reversed(direction.split('>')))}"
+
+
+def _limits(m: Matching, links: list[tuple[int, int]],
+            solved: tuple[_Solved, ...]) -> dict[int, frozenset[object]]:
+    """The envelope limits the candidates of both directions imply (see :func:`_through_rep`)."""
+    candidates: dict[int, tuple[int, ...]] = {}
+    readers: dict[int, list[int]] = defaultdict(list)
+    read: set[int] = set()
+    complete: set[int] = set()  # sends whose possible readers are all listed
+    for one in solved:
+        listed = all(c is not None for c in one.candidates)
+        for r, sends in zip(one.recvs, one.candidates, strict=True):
+            if sends is not None:
+                candidates[r] = sends
+                for s in sends:
+                    readers[s].append(r)
+        read |= one.read
+        if listed:
+            complete.update(s for sends in one.candidates if sends is not None for s in sends)
+            complete |= one.read
+    limits: dict[int, frozenset[object]] = {}
+    for request, reply in links:
+        sends = candidates.get(request)
+        if sends:
+            limits[reply] = frozenset(_env(m.events[s]) for s in sends)
+        if reply in read and reply in complete:
+            limits[request] = frozenset(_env(m.events[r]) for r in readers[reply])
+    return limits
