@@ -45,13 +45,15 @@ interleaving gives it the same send.
 reads an increasing subsequence of the sender's stream. A receive's possible
 sends are those of its look, not sent after it, between its earliest and its
 latest embedding in that stream; sends that another receive read for certain
-are taken out, until nothing changes. Several candidates remain where
-payloads repeat within a burst; when every event of the sender between the
-first and the last candidate is a send (its clock advanced by one at each:
-no method started and nothing was received in between), every answer distea
-gives (impact, dependencies, the order of every other event) is the same
-whichever candidate it was, so the receive is paired with the last of them
-and counted as matched. Only the send an explanation names may be a
+are taken out, and so are sends a receive cannot have read because then the
+receives could not each have read a send of their own (no assignment of one
+send to every receive, none twice, has that pair), until nothing changes.
+Several candidates remain where payloads repeat within a burst; when every
+event of the sender between the first and the last candidate is a send (its
+clock advanced by one at each: no method started and nothing was received in
+between), every answer distea gives (impact, dependencies, the order of
+every other event) is the same whichever candidate it was, so the receive is
+paired with the last of them and counted as matched. Only the send an explanation names may be a
 neighbour of the real one.
 
 **Broadcast** (a PUB's sends, ``meta["fanout"]``): each subscriber reads an
@@ -96,6 +98,8 @@ stream as its chain (one shared tuple, as the fingerprint rule does), not a list
 of its own: a long burst of look-alikes must not cost memory squared."""
 MAX_ROUNDS = 8
 """Fan-out: rounds of taking out what other receives read for certain."""
+MAX_MATCHED = 1024
+"""Fan-out: candidate pairs at most for which :func:`_exclusive` tries assignments."""
 
 Stream = tuple[int, int]  # (process index, socket number)
 
@@ -308,7 +312,8 @@ def _fan_out(stream: list[int], receivers: list[list[int]], ok: _Feasible) -> _S
     """Each receiver reads an increasing subsequence of ``stream``, and no two read
     one message (module docstring)."""
     owner: dict[int, int] = {}  # position in ``stream`` -> the receive that read it for certain
-    windows: list[list[tuple[int, int]]] = []
+    position = {s: p for p, s in enumerate(stream)}
+    solved = _Solved([], [], set())
     for _ in range(MAX_ROUNDS):
         windows = []
         for recvs in receivers:
@@ -316,14 +321,100 @@ def _fan_out(stream: list[int], receivers: list[list[int]], ok: _Feasible) -> _S
             if window is None:
                 return None
             windows.append(window)
-        certain = {lo: r for recvs, window in zip(receivers, windows, strict=True)
-                   for r, (lo, hi) in zip(recvs, window, strict=True) if lo == hi}
+        solved = _listed(stream, receivers, windows, ok, owner)
+        solved.candidates = _exclusive(solved.candidates)
+        certain = {position[sends[0]]: r
+                   for r, sends in zip(solved.recvs, solved.candidates, strict=True)
+                   if sends is not None and len(sends) == 1}
         if certain.items() <= owner.items():
             break
         owner.update(certain)
-    solved = _listed(stream, receivers, windows, ok, owner)
-    solved.read = {stream[lo] for window in windows for lo, hi in window if lo == hi}
+    solved.read = {stream[p] for p in owner}
     return solved
+
+
+def _exclusive(candidates: list[tuple[int, ...] | None]) -> list[tuple[int, ...] | None]:
+    """Fan-out candidates less the sends a receive cannot have read because then the
+    other receives could not each have read a send of their own.
+
+    Each receive read one send and no two read the same one; so a receive's
+    candidate is kept only when some such assignment gives it to that receive
+    (a matching of all receives, with that pair in it). Left as they are when
+    any is unlisted or they are too many to try (:data:`MAX_MATCHED`)."""
+    if any(c is None for c in candidates):
+        return candidates
+    lists: list[tuple[int, ...]] = [c for c in candidates if c is not None]
+    if sum(len(c) for c in lists) > MAX_MATCHED:
+        return candidates
+    owners = _Assignment(lists)
+    for k in range(len(lists)):
+        if not owners.place(k, -1):
+            return candidates  # no assignment at all: not this model, left to the caller
+    pruned: list[tuple[int, ...] | None] = []
+    for k, sends in enumerate(lists):
+        if len(sends) == 1:
+            pruned.append(sends)
+            continue
+        kept = []
+        for s in sends:
+            if s == owners.holds[k]:
+                kept.append(s)
+                continue
+            saved = dict(owners.match), dict(owners.holds)
+            holder = owners.match.get(s)
+            owners.give(k, s)
+            if holder is None or owners.place(holder, s):
+                kept.append(s)  # k may have read s: the others still have one each
+            owners.match, owners.holds = saved
+        pruned.append(tuple(kept))
+    return pruned
+
+
+class _Assignment:
+    """Receives (by index) each given one of their candidate sends, no send twice."""
+
+    __slots__ = ("holds", "lists", "match")
+
+    def __init__(self, lists: list[tuple[int, ...]]) -> None:
+        self.lists = lists
+        self.match: dict[int, int] = {}
+        """Send → the receive it is given to."""
+        self.holds: dict[int, int] = {}
+        """Receive → its send."""
+
+    def give(self, k: int, s: int) -> None:
+        """Receive ``k`` takes ``s`` from whoever had it (who then has none)."""
+        old = self.holds.pop(k, None)
+        if old is not None:
+            del self.match[old]
+        holder = self.match.get(s)
+        if holder is not None:
+            del self.holds[holder]
+        self.match[s], self.holds[k] = k, s
+
+    def place(self, k: int, banned: int) -> bool:
+        """Give receive ``k`` (which has no send) one, moving others to other candidates
+        along a shortest path; never ``banned``. False if there is no way."""
+        parent: dict[int, int] = {}  # send -> the receive that reached it
+        queue = [k]
+        seen = {banned}
+        for r in queue:
+            for s in self.lists[r]:
+                if s in seen:
+                    continue
+                seen.add(s)
+                parent[s] = r
+                if s in self.match:
+                    queue.append(self.match[s])
+                    continue
+                while True:  # s is free: each receive on the path takes the send after it
+                    r = parent[s]
+                    old = self.holds.get(r)
+                    self.match[s], self.holds[r] = r, s
+                    if old is None:
+                        return True
+                    s = old
+        return False
 
 
 def _broadcast(stream: list[int], receivers: list[list[int]], ok: _Feasible) -> _Solved | None:

@@ -119,6 +119,24 @@ def test_fan_out_time_tells_which(tb: TraceBuilder) -> None:
     assert run.matching.ambiguous == 0
 
 
+def test_fan_out_two_readers_of_two_sends_leave_the_third_to_the_third(
+        tb: TraceBuilder) -> None:
+    """V sends three look-alikes (a method runs between them: no burst). W1 and W2
+    read at 25 and 26, when only the first two were sent; W3 reads at 100. W1 and
+    W2 took the first two between them (which one each: open), so W3 read the
+    third, though time alone would allow it any of the three."""
+    v, w1, w2, w3 = (tb.process(n) for n in ("V", "W1", "W2", "W3"))
+    for k, clock in enumerate((2, 4, 6)):
+        v.send(clock, "zmq", F, fp=1, t=10 * (k + 1))
+        v.run("vent.build", clock + 1)
+    w1.recv(2, "zmq", F, fp=1, t=25)
+    w2.recv(2, "zmq", F, fp=1, t=26)
+    w3.recv(2, "zmq", F, fp=1, t=100)
+    run = load(tb)
+    assert (("V", 6), ("W3", 2)) in pairs(run)
+    assert run.matching.by_kind["zmq"].ambiguous == 2
+
+
 def _check(run, truth: dict[tuple[str, int], tuple[str, int]]) -> None:
     """Every receive (role, clock) → its real send: a certain pair is the real one
     or a later send of the same process with only sends (consecutive clocks)
