@@ -98,8 +98,9 @@ stream as its chain (one shared tuple, as the fingerprint rule does), not a list
 of its own: a long burst of look-alikes must not cost memory squared."""
 MAX_ROUNDS = 8
 """Fan-out: rounds of taking out what other receives read for certain."""
-MAX_MATCHED = 1024
-"""Fan-out: candidate pairs at most for which :func:`_exclusive` tries assignments."""
+MAX_MATCHED = 512
+"""Fan-out: candidate pairs at most in a group of receives that share candidates
+for which :func:`_exclusive` tries assignments (each try walks the group)."""
 
 Stream = tuple[int, int]  # (process index, socket number)
 
@@ -339,18 +340,46 @@ def _exclusive(candidates: list[tuple[int, ...] | None]) -> list[tuple[int, ...]
 
     Each receive read one send and no two read the same one; so a receive's
     candidate is kept only when some such assignment gives it to that receive
-    (a matching of all receives, with that pair in it). Left as they are when
-    any is unlisted or they are too many to try (:data:`MAX_MATCHED`)."""
+    (a matching of all receives, with that pair in it). Receives that share no
+    candidate, even through others, are decided apart; a group with more than
+    :data:`MAX_MATCHED` candidate pairs is left as it is, and so is everything
+    when any receive's candidates are unlisted."""
     if any(c is None for c in candidates):
         return candidates
     lists: list[tuple[int, ...]] = [c for c in candidates if c is not None]
-    if sum(len(c) for c in lists) > MAX_MATCHED:
-        return candidates
+    root: dict[int, int] = {}
+
+    def find(s: int) -> int:
+        while root.get(s, s) != s:
+            root[s] = root.get(root[s], root[s])
+            s = root[s]
+        return s
+
+    for sends in lists:
+        for s in sends[1:]:
+            a, b = find(sends[0]), find(s)
+            if a != b:
+                root[a] = b
+    groups: dict[int, list[int]] = defaultdict(list)
+    for k, sends in enumerate(lists):
+        groups[find(sends[0])].append(k)
+    out: list[tuple[int, ...] | None] = list(lists)
+    for ks in groups.values():
+        group = [lists[k] for k in ks]
+        if len(ks) > 1 and sum(len(c) for c in group) <= MAX_MATCHED:
+            for k, kept in zip(ks, _assignable(group), strict=True):
+                out[k] = kept
+    return out
+
+
+def _assignable(lists: list[tuple[int, ...]]) -> list[tuple[int, ...]]:
+    """Per receive, the candidates some assignment of one send to every receive (none
+    twice) gives it; all of them if there is no assignment at all."""
     owners = _Assignment(lists)
     for k in range(len(lists)):
         if not owners.place(k, -1):
-            return candidates  # no assignment at all: not this model, left to the caller
-    pruned: list[tuple[int, ...] | None] = []
+            return lists  # not this model: left to the caller's other checks
+    pruned: list[tuple[int, ...]] = []
     for k, sends in enumerate(lists):
         if len(sends) == 1:
             pruned.append(sends)

@@ -163,37 +163,44 @@ class _Envelope:
     """The routing frames of the message a DEALER is sending or receiving, up to the
     first empty frame (the delimiter a REP strips and puts back on its reply)."""
 
-    __slots__ = ("done", "frames")
+    COLLECTING, DELIMITED, TOO_LONG = 0, 1, 2
+    __slots__ = ("frames", "state")
 
     def __init__(self) -> None:
-        self.frames: list[str] | None = []
-        """Hex of each routing frame so far; None once too many."""
-        self.done = False
+        self.frames: list[bytes] = []
+        """Each routing frame so far (its first 64 bytes)."""
+        self.state = self.COLLECTING
 
     def add(self, frame: Any) -> None:
         """One more frame, not the message's last."""
-        if self.done or self.frames is None:
+        if self.state:
             return
-        routing = _peer_id(frame)
-        if not routing:
-            self.done = True
+        data = frame[:64] if type(frame) is bytes else _frame_bytes(frame)
+        if not data:
+            self.state = self.DELIMITED
         elif len(self.frames) < MAX_ENVELOPE_FRAMES:
-            self.frames.append(routing)
+            self.frames.append(data)
         else:
-            self.frames = None
+            self.state = self.TOO_LONG
 
     def take(self) -> str | None:
         """The envelope (its frames' hex joined by "."), None without a delimiter;
         then ready for the next message."""
-        envelope = ".".join(self.frames) if self.done and self.frames is not None else None
-        self.frames, self.done = [], False
+        envelope = (".".join([f.hex() for f in self.frames])
+                    if self.state == self.DELIMITED else None)
+        self.frames, self.state = [], self.COLLECTING
         return envelope
+
+
+def _frame_bytes(frame: Any) -> bytes:
+    """A frame's first 64 bytes."""
+    data = frame.bytes if isinstance(frame, zmq.Frame) else bytes(memoryview(frame))
+    return data[:64]
 
 
 def _peer_id(frame: Any) -> str:
     """A ROUTER's routing id (its message's first frame), as hex."""
-    data = frame.bytes if isinstance(frame, zmq.Frame) else bytes(memoryview(frame))
-    return data[:64].hex()
+    return _frame_bytes(frame).hex()
 
 
 class _SocketState:
