@@ -17,8 +17,9 @@ every receive. What the tracer records narrows it
   hands its message over and after a receive got it. On one host a receive
   cannot have got a message whose send began later: ``send.t <= recv.t``;
   a SUB's receives also carry ``meta["since"]``, read before its first
-  bind or connect: a publisher sends only to subscriptions it knows, so
-  nothing published before that reaches it: ``since <= send.t``;
+  bind or connect, and a PUB's sends ``meta["t_end"]``, read after the send
+  returned: a publisher sends only to subscriptions it knows, which come
+  after the subscriber's connect, so ``since <= send.t_end``;
 - **fingerprints**: a receive reads a message of its own look;
 - **envelopes**: a DEALER records the routing frames of each message up to
   the empty delimiter (``meta["env"]``); two DEALERs see the same ones.
@@ -231,9 +232,11 @@ class _Feasible:
         host = self.hosts[self.proc_of[s]]
         if host is None or host != self.hosts[self.proc_of[r]]:
             return True  # clocks of two hosts say nothing about each other
-        sent = send.meta["t"]  # type: ignore[index]
-        # a SUB gets nothing published before it bound or connected ("since")
-        return recv.meta.get("since", sent) <= sent <= recv.meta["t"]  # type: ignore[index,operator,union-attr]
+        if send.meta["t"] > recv.meta["t"]:  # type: ignore[index,operator]
+            return False
+        # a SUB gets nothing whose publishing ended before it bound or connected
+        since, ended = recv.meta.get("since"), send.meta.get("t_end")  # type: ignore[union-attr]
+        return since is None or ended is None or since <= ended  # type: ignore[operator]
 
 
 def _fp(ev: MessageEvent) -> object:

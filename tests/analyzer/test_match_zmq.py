@@ -195,19 +195,33 @@ def test_simulated_fan_out_and_fan_in(messages, fan_in) -> None:
 
 
 def test_late_subscriber_reads_what_was_published_after_it_connected(tb: TraceBuilder) -> None:
-    """P publishes four look-alikes (a method runs between each: no burst); S
-    connected at 25, after the first two, and got two: the last two. Paired k-th to
+    """P publishes four look-alikes (a method runs between each: no burst), each send
+    over 2 after it began; S connected at 25, after the first two had ended, and
+    got two: the last two. Paired k-th to
     k-th, S would come after P's first sends only: what P did between them and the
     real ones would be missed."""
     p, s = tb.process("P"), tb.process("S")
     for k, clock in enumerate((2, 4, 6, 8)):
-        p.send(clock, "zmq", F, fp=1, t=10 * (k + 1), fanout=True)
+        p.send(clock, "zmq", F, fp=1, t=10 * (k + 1), t_end=10 * (k + 1) + 2, fanout=True)
         p.run("pub.build", clock + 1)
     s.recv(2, "zmq", F, fp=1, t=35, since=25)
     s.recv(3, "zmq", F, fp=1, t=45, since=25)
     run = load(tb)
     assert pairs(run) == {(("P", 6), ("S", 2)), (("P", 8), ("S", 3))}
     assert run.matching.ambiguous == 0
+
+
+def test_subscriber_connected_during_a_send_may_have_got_it(tb: TraceBuilder) -> None:
+    """S connected at 21, after P's second send began (20) but before it returned
+    (22): the publisher may have learnt the subscription inside that send."""
+    p, s = tb.process("P"), tb.process("S")
+    for k, clock in enumerate((2, 4, 6, 8)):
+        p.send(clock, "zmq", F, fp=1, t=10 * (k + 1), t_end=10 * (k + 1) + 2, fanout=True)
+        p.run("pub.build", clock + 1)
+    s.recv(2, "zmq", F, fp=1, t=100, since=21)
+    s.recv(3, "zmq", F, fp=1, t=101, since=21)
+    s.recv(4, "zmq", F, fp=1, t=102, since=21)
+    assert pairs(load(tb)) == {(("P", 4), ("S", 2)), (("P", 6), ("S", 3)), (("P", 8), ("S", 4))}
 
 
 def test_subscriber_without_its_start_keeps_every_candidate(tb: TraceBuilder) -> None:
@@ -228,11 +242,12 @@ def test_subscriber_without_its_start_keeps_every_candidate(tb: TraceBuilder) ->
 
 
 def test_two_subscribers_may_read_one_publication(tb: TraceBuilder) -> None:
-    """No exclusion between subscribers: both read P's only send."""
+    """No exclusion between subscribers: both read P's only send (S2 connected while
+    it was being sent: in time for it, maybe)."""
     p, s1, s2 = tb.process("P"), tb.process("S1"), tb.process("S2")
-    p.send(2, "zmq", F, fp=1, t=10, fanout=True)
+    p.send(2, "zmq", F, fp=1, t=10, t_end=11, fanout=True)
     s1.recv(2, "zmq", F, fp=1, t=20, since=5)
-    s2.recv(2, "zmq", F, fp=1, t=21, since=6)
+    s2.recv(2, "zmq", F, fp=1, t=21, since=11)
     assert pairs(load(tb)) == {(("P", 2), ("S1", 2)), (("P", 2), ("S2", 2))}
 
 

@@ -46,7 +46,9 @@ hex of their routing frames up to the empty delimiter (what a REP strips
 and puts back on its reply; none without a delimiter); a REP socket's carry
 ``meta["rep"]`` (it answers strictly in turn); and a SUB's receives carry
 ``meta["since"]``, a ``monotonic_ns()`` reading taken before its first bind
-or connect (nothing published earlier can reach it).
+or connect: a PUB's send, which also carries ``meta["t_end"]``, read after
+it returned, reaches only subscriptions it knew by then, so nothing whose
+send had ended before that can reach the SUB.
 
 A send's clock is taken before the frame is handed over and its record
 written after success (``session.stamp()``, then ``session.send(...,
@@ -417,6 +419,8 @@ class ZmqChannel:
                             meta.update(state.extra)  # type: ignore[union-attr]
                         if state.fanout:  # type: ignore[union-attr]
                             meta["fanout"] = True
+                            # by now it went to every subscription the publisher knew
+                            meta["t_end"] = monotonic_ns()
                         if state.router:  # type: ignore[union-attr]
                             meta["peer"], state.send_peer = state.send_peer, None  # type: ignore[union-attr]
                         elif state.send_envelope is not None:  # type: ignore[union-attr]
