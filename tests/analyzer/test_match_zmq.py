@@ -119,6 +119,24 @@ def test_fan_out_time_tells_which(tb: TraceBuilder) -> None:
     assert run.matching.ambiguous == 0
 
 
+def test_fan_out_two_readers_of_two_sends_leave_the_third_to_the_third(
+        tb: TraceBuilder) -> None:
+    """V sends three look-alikes (a method runs between them: no burst). W1 and W2
+    read at 25 and 26, when only the first two were sent; W3 reads at 100. W1 and
+    W2 took the first two between them (which one each: open), so W3 read the
+    third, though time alone would allow it any of the three."""
+    v, w1, w2, w3 = (tb.process(n) for n in ("V", "W1", "W2", "W3"))
+    for k, clock in enumerate((2, 4, 6)):
+        v.send(clock, "zmq", F, fp=1, t=10 * (k + 1))
+        v.run("vent.build", clock + 1)
+    w1.recv(2, "zmq", F, fp=1, t=25)
+    w2.recv(2, "zmq", F, fp=1, t=26)
+    w3.recv(2, "zmq", F, fp=1, t=100)
+    run = load(tb)
+    assert (("V", 6), ("W3", 2)) in pairs(run)
+    assert run.matching.by_kind["zmq"].ambiguous == 2
+
+
 def _check(run, truth: dict[tuple[str, int], tuple[str, int]]) -> None:
     """Every receive (role, clock) → its real send: a certain pair is the real one
     or a later send of the same process with only sends (consecutive clocks)
@@ -170,4 +188,153 @@ def test_simulated_fan_out_and_fan_in(messages, fan_in) -> None:
             (hub if fan_in else peers[peer]).recv(clocks[reader], "zmq", channel, fp=fp,
                                                   t=read_at)
             truth[(reader, clocks[reader])] = send
+        _check(load(tb), truth)
+
+
+# -- PUB/SUB: each subscriber reads a subsequence of what was published ---------------
+
+
+def test_late_subscriber_reads_what_was_published_after_it_connected(tb: TraceBuilder) -> None:
+    """P publishes four look-alikes (a method runs between each: no burst), each send
+    over 2 after it began; S connected at 25, after the first two had ended, and
+    got two: the last two. Paired k-th to
+    k-th, S would come after P's first sends only: what P did between them and the
+    real ones would be missed."""
+    p, s = tb.process("P"), tb.process("S")
+    for k, clock in enumerate((2, 4, 6, 8)):
+        p.send(clock, "zmq", F, fp=1, t=10 * (k + 1), t_end=10 * (k + 1) + 2, fanout=True)
+        p.run("pub.build", clock + 1)
+    s.recv(2, "zmq", F, fp=1, t=35, since=25)
+    s.recv(3, "zmq", F, fp=1, t=45, since=25)
+    run = load(tb)
+    assert pairs(run) == {(("P", 6), ("S", 2)), (("P", 8), ("S", 3))}
+    assert run.matching.ambiguous == 0
+
+
+def test_subscriber_connected_during_a_send_may_have_got_it(tb: TraceBuilder) -> None:
+    """S connected at 21, after P's second send began (20) but before it returned
+    (22): the publisher may have learnt the subscription inside that send."""
+    p, s = tb.process("P"), tb.process("S")
+    for k, clock in enumerate((2, 4, 6, 8)):
+        p.send(clock, "zmq", F, fp=1, t=10 * (k + 1), t_end=10 * (k + 1) + 2, fanout=True)
+        p.run("pub.build", clock + 1)
+    s.recv(2, "zmq", F, fp=1, t=100, since=21)
+    s.recv(3, "zmq", F, fp=1, t=101, since=21)
+    s.recv(4, "zmq", F, fp=1, t=102, since=21)
+    assert pairs(load(tb)) == {(("P", 4), ("S", 2)), (("P", 6), ("S", 3)), (("P", 8), ("S", 4))}
+
+
+def test_subscriber_without_its_start_keeps_every_candidate(tb: TraceBuilder) -> None:
+    """The same without ``since``: S's first read could be any of the first three
+    sends, its second any of the last three; none is claimed for certain."""
+    p, s = tb.process("P"), tb.process("S")
+    for k, clock in enumerate((2, 4, 6, 8)):
+        p.send(clock, "zmq", F, fp=1, t=10 * (k + 1), fanout=True)
+        p.run("pub.build", clock + 1)
+    s.recv(2, "zmq", F, fp=1, t=100)
+    s.recv(3, "zmq", F, fp=1, t=101)
+    m = load(tb).matching
+    assert (m.matched, m.ambiguous) == (0, 2)
+    key = {i: (e.process.split(":")[0], e.clock) for i, e in enumerate(m.events)}
+    candidates = sorted(sorted(key[s][1] for chain in chains for s in chain)
+                        for _, chains in m.uncertain)
+    assert candidates == [[2, 4, 6], [4, 6, 8]]
+
+
+def test_two_subscribers_may_read_one_publication(tb: TraceBuilder) -> None:
+    """No exclusion between subscribers: both read P's only send (S2 connected while
+    it was being sent: in time for it, maybe)."""
+    p, s1, s2 = tb.process("P"), tb.process("S1"), tb.process("S2")
+    p.send(2, "zmq", F, fp=1, t=10, t_end=11, fanout=True)
+    s1.recv(2, "zmq", F, fp=1, t=20, since=5)
+    s2.recv(2, "zmq", F, fp=1, t=21, since=11)
+    assert pairs(load(tb)) == {(("P", 2), ("S1", 2)), (("P", 2), ("S2", 2))}
+
+
+# -- a DEALER before REP workers: the envelope links request and reply ---------------
+
+
+def _broker_backend(tb: TraceBuilder, reply_times: tuple[int, int]) -> None:
+    """D (a DEALER) forwards client A's request, then client B's (it received on the
+    frontend between: no burst); W1 got the first one that came, W2 the other,
+    both after both were sent. W1 replies at ``reply_times[0]``, W2 at
+    ``reply_times[1]``; D reads the replies at 60 and 61."""
+    d, w1, w2, c = (tb.process(n) for n in ("D", "W1", "W2", "C"))
+    front = "tcp://h:7 connect>bind"
+    c.send(2, "zmq", front, fp=9, t=1)
+    c.send(3, "zmq", front, fp=9, t=2)
+    d.recv(2, "zmq", front, fp=9, t=5)
+    d.send(3, "zmq", F, fp=1, t=10, env="00aa")
+    d.recv(4, "zmq", front, fp=9, t=11)
+    d.send(5, "zmq", F, fp=1, t=12, env="00bb")
+    w1.recv(2, "zmq", F, fp=1, t=20, rep=True)
+    w2.recv(2, "zmq", F, fp=1, t=21, rep=True)
+    w1.send(3, "zmq", E, fp=2, t=reply_times[0], rep=True)
+    w2.send(3, "zmq", E, fp=2, t=reply_times[1], rep=True)
+    # the replies come back to D with their request's envelope: W1 read A's
+    first, second = sorted([("00aa", reply_times[0]), ("00bb", reply_times[1])],
+                           key=lambda x: x[1])
+    d.recv(6, "zmq", E, fp=2, t=60, env=first[0])
+    d.recv(7, "zmq", E, fp=2, t=61, env=second[0])
+
+
+def test_rep_workers_whose_replies_waited_together_stay_uncertain(tb: TraceBuilder) -> None:
+    """W1 replied at 30, W2 at 59: both replies waited when D read at 60. Either W1
+    got A's request and replied with A's envelope (read first), or W1 got B's and
+    W2's reply (A's) was read first: the four receives stay uncertain."""
+    _broker_backend(tb, (30, 59))
+    m = load(tb).matching
+    assert m.by_kind["zmq"].ambiguous == 4
+
+
+def test_rep_certain_reply_settles_the_request(tb: TraceBuilder) -> None:
+    """W2 replied at 61, after D's first read at 60: that read is W1's reply, with
+    A's envelope; so W1 got A's request and W2 B's (time alone leaves the
+    requests open: both workers read after both were sent)."""
+    _broker_backend(tb, (30, 61))
+    run = load(tb)
+    assert {(("D", 3), ("W1", 2)), (("D", 5), ("W2", 2)),
+            (("W1", 3), ("D", 6)), (("W2", 3), ("D", 7))} <= pairs(run)
+    assert run.matching.by_kind["zmq"].ambiguous == 0
+
+
+@settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(st.lists(st.tuples(st.integers(0, 2), st.integers(0, 2), st.integers(0, 40),
+                          st.integers(0, 40), st.integers(0, 40)), min_size=1, max_size=10))
+def test_simulated_dealer_before_rep_workers(requests) -> None:
+    """Requests (client, worker, delay to the worker, work, delay back): D sends them
+    with the client's envelope, 10 apart; each worker answers its requests one
+    at a time, in order; D reads each reply (with its request's envelope) once
+    it is there, each worker's in order. Every claim of the analyzer holds."""
+    with tempfile.TemporaryDirectory() as tmp:
+        tb = TraceBuilder(Path(tmp) / "run")
+        d = tb.process("D")
+        workers = [tb.process(f"W{i}") for i in range(3)]
+        busy_until = dict.fromkeys(range(3), 0)
+        back_at = dict.fromkeys(range(3), 0)
+        done = dict.fromkeys(range(3), 0)
+        dealer: list[tuple[int, str, str, int]] = []  # (time, direction, envelope, index)
+        replies: list[tuple[int, int, int]] = []  # (worker, k, request index) per reply
+        for i, (client, w, delay, work, delay_back) in enumerate(requests):
+            dealer.append((10 * i, "send", f"00{client}", i))
+            got = max(10 * i + delay, busy_until[w] + 1)
+            done[w] += 1
+            workers[w].recv(2 * done[w], "zmq", F, fp=1, t=got, rep=True)
+            workers[w].send(2 * done[w] + 1, "zmq", E, fp=2, t=got + work, rep=True)
+            busy_until[w] = got + work
+            back_at[w] = max(got + work + delay_back, back_at[w] + 1)
+            dealer.append((back_at[w], "recv", f"00{client}", len(replies)))
+            replies.append((w, done[w], i))
+        truth: dict[tuple[str, int], tuple[str, int]] = {}
+        send_clock: dict[int, int] = {}
+        for clock, (t, direction, env, index) in enumerate(sorted(dealer), start=2):
+            if direction == "send":
+                d.send(clock, "zmq", F, fp=1, t=t, env=env)
+                send_clock[index] = clock
+            else:
+                d.recv(clock, "zmq", E, fp=2, t=t, env=env)
+                w, k, _ = replies[index]
+                truth[("D", clock)] = (f"W{w}", 2 * k + 1)
+        for w, k, i in replies:
+            truth[(f"W{w}", 2 * k)] = ("D", send_clock[i])
         _check(load(tb), truth)

@@ -40,7 +40,15 @@ and on one host that clock is one for every process); ``meta["sock"]`` numbers
 a second, third... socket of this process with the same channel name (the
 first has none), so each socket's messages stay one FIFO stream; and
 ``meta["multi"]`` marks a socket with more than one endpoint, whose messages
-may go to peers the channel name does not tell.
+may go to peers the channel name does not tell. Three more facts tie
+look-alikes to their peer: a DEALER's messages carry ``meta["env"]``, the
+hex of their routing frames up to the empty delimiter (what a REP strips
+and puts back on its reply; none without a delimiter); a REP socket's carry
+``meta["rep"]`` (it answers strictly in turn); and a SUB's receives carry
+``meta["since"]``, a ``monotonic_ns()`` reading taken before its first bind
+or connect: a PUB's send, which also carries ``meta["t_end"]``, read after
+it returned, reaches only subscriptions it knew by then, so nothing whose
+send had ended before that can reach the SUB.
 
 A send's clock is taken before the frame is handed over and its record
 written after success (``session.stamp()``, then ``session.send(...,
@@ -75,6 +83,11 @@ RCVMORE = int(zmq.RCVMORE)
 RCVTIMEO = int(zmq.RCVTIMEO)
 POLLIN = int(zmq.POLLIN)
 ROUTER = zmq.ROUTER
+DEALER = zmq.DEALER
+REP = zmq.REP
+SUB = zmq.SUB
+MAX_ENVELOPE_FRAMES = 8
+"""Routing frames kept per message: a longer envelope is not recorded."""
 
 
 def normalise_endpoint(addr: str) -> str:
@@ -139,22 +152,65 @@ def _next_received(state: _SocketState, fingerprint: int) -> tuple[str, int, int
         meta.update(state.extra)
     if state.router:
         meta["peer"], state.recv_peer = state.recv_peer, None
+    elif state.recv_envelope is not None:
+        envelope = state.recv_envelope.take()
+        if envelope is not None:
+            meta["env"] = envelope
     index = state.received
     state.received = index + 1
     return state.channels[1], index, index + 1, meta  # type: ignore[index]
 
 
+class _Envelope:
+    """The routing frames of the message a DEALER is sending or receiving, up to the
+    first empty frame (the delimiter a REP strips and puts back on its reply)."""
+
+    COLLECTING, DELIMITED, TOO_LONG = 0, 1, 2
+    __slots__ = ("frames", "state")
+
+    def __init__(self) -> None:
+        self.frames: list[bytes] = []
+        """Each routing frame so far (its first 64 bytes)."""
+        self.state = self.COLLECTING
+
+    def add(self, frame: Any) -> None:
+        """One more frame, not the message's last."""
+        if self.state:
+            return
+        data = frame[:64] if type(frame) is bytes else _frame_bytes(frame)
+        if not data:
+            self.state = self.DELIMITED
+        elif len(self.frames) < MAX_ENVELOPE_FRAMES:
+            self.frames.append(data)
+        else:
+            self.state = self.TOO_LONG
+
+    def take(self) -> str | None:
+        """The envelope (its frames' hex joined by "."), None without a delimiter;
+        then ready for the next message."""
+        envelope = (".".join([f.hex() for f in self.frames])
+                    if self.state == self.DELIMITED else None)
+        self.frames, self.state = [], self.COLLECTING
+        return envelope
+
+
+def _frame_bytes(frame: Any) -> bytes:
+    """A frame's first 64 bytes."""
+    data = frame.bytes if isinstance(frame, zmq.Frame) else bytes(memoryview(frame))
+    return data[:64]
+
+
 def _peer_id(frame: Any) -> str:
     """A ROUTER's routing id (its message's first frame), as hex."""
-    data = frame.bytes if isinstance(frame, zmq.Frame) else bytes(memoryview(frame))
-    return data[:64].hex()
+    return _frame_bytes(frame).hex()
 
 
 class _SocketState:
     """What one libzmq socket has bound and connected, and its message counts."""
 
-    __slots__ = ("bound", "channels", "connected", "extra", "fanout", "received", "recv_peer",
-                 "router", "send_peer", "sent", "serial")
+    __slots__ = ("bound", "channels", "connected", "extra", "fanout", "received",
+                 "recv_envelope", "recv_peer", "rep", "router", "send_envelope", "send_peer",
+                 "sent", "serial", "since")
 
     def __init__(self, socket_type: int) -> None:
         self.bound: list[str] = []
@@ -164,6 +220,13 @@ class _SocketState:
         self.send_peer: str | None = None
         """ROUTER: routing id (first frame) of the message being sent, once seen."""
         self.recv_peer: str | None = None
+        dealer = socket_type == DEALER
+        self.send_envelope = _Envelope() if dealer else None
+        """DEALER: the routing frames of the message being sent (``meta["env"]``)."""
+        self.recv_envelope = _Envelope() if dealer else None
+        self.rep = socket_type == REP
+        self.since: int | None = 0 if socket_type == SUB else None
+        """SUB: ``monotonic_ns()`` before its first bind or connect (0 until then)."""
         self.sent = 0
         self.received = 0
         self.channels: tuple[str, str] | None = None
@@ -173,9 +236,12 @@ class _SocketState:
         self.extra: dict[str, Any] = {}
         """``meta`` items every message of this socket carries (``sock``, ``multi``)."""
 
-    def add(self, endpoint: str, binding: bool, serials: dict[str, int]) -> None:
-        """One more endpoint; ``serials`` counts this process's sockets per name."""
+    def add(self, endpoint: str, binding: bool, serials: dict[str, int], before: int) -> None:
+        """One more endpoint, asked for at ``before`` (``monotonic_ns()``); ``serials``
+        counts this process's sockets per name."""
         (self.bound if binding else self.connected).append(endpoint)
+        if self.since == 0:
+            self.since = before
         if self.bound:
             channels = (f"{self.bound[0]} bind>connect", f"{self.bound[0]} connect>bind")
         else:
@@ -189,6 +255,10 @@ class _SocketState:
             self.extra["sock"] = self.serial
         if len(self.bound) + len(self.connected) > 1:
             self.extra["multi"] = True
+        if self.rep:
+            self.extra["rep"] = True
+        if self.since:
+            self.extra["since"] = self.since
 
 
 class ZmqChannel:
@@ -240,6 +310,7 @@ class ZmqChannel:
         binding = name == "bind"
 
         def endpoint(sock: Any, addr: Any, *args: Any, **kwargs: Any) -> Any:
+            before = monotonic_ns()
             result = original(sock, addr, *args, **kwargs)
             try:
                 session = channel.session
@@ -256,7 +327,7 @@ class ZmqChannel:
                         state = channel.states.get(address)
                         if state is None:
                             state = channel.states[address] = _SocketState(sock.get(zmq.TYPE))
-                        state.add(normalise_endpoint(text), binding, channel.serials)
+                        state.add(normalise_endpoint(text), binding, channel.serials, before)
             except Exception:
                 channel._error()
             return result
@@ -319,8 +390,12 @@ class ZmqChannel:
                 result = original(sock, data, flags, *args, **kwargs)
                 try:
                     state = states_get(sock.underlying)
-                    if state is not None and state.router and state.send_peer is None:
-                        state.send_peer = _peer_id(data)
+                    if state is not None:
+                        if state.router:
+                            if state.send_peer is None:
+                                state.send_peer = _peer_id(data)
+                        elif state.send_envelope is not None:
+                            state.send_envelope.add(data)
                 except Exception:
                     channel._error()
                 return result
@@ -344,8 +419,14 @@ class ZmqChannel:
                             meta.update(state.extra)  # type: ignore[union-attr]
                         if state.fanout:  # type: ignore[union-attr]
                             meta["fanout"] = True
+                            # by now it went to every subscription the publisher knew
+                            meta["t_end"] = monotonic_ns()
                         if state.router:  # type: ignore[union-attr]
                             meta["peer"], state.send_peer = state.send_peer, None  # type: ignore[union-attr]
+                        elif state.send_envelope is not None:  # type: ignore[union-attr]
+                            envelope = state.send_envelope.take()  # type: ignore[union-attr]
+                            if envelope is not None:
+                                meta["env"] = envelope
                         index = state.sent  # type: ignore[union-attr]
                         state.sent = index + 1  # type: ignore[union-attr]
                         session.send(KIND, channels[0], index, index + 1, meta, taken)
@@ -373,8 +454,11 @@ class ZmqChannel:
                 if state is not None and session is not None:
                     copied = type(frame) is bytes
                     if get_option(sock, RCVMORE) if copied else frame.more:
-                        if state.router and state.recv_peer is None:
-                            state.recv_peer = _peer_id(frame)
+                        if state.router:
+                            if state.recv_peer is None:
+                                state.recv_peer = _peer_id(frame)
+                        elif state.recv_envelope is not None:
+                            state.recv_envelope.add(frame)
                     elif state.channels is not None:
                         fingerprint = ((len(frame) << 32) | crc32(frame) if copied
                                        else frame_fingerprint(frame))
