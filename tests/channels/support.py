@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import sys
+import tempfile
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -45,8 +46,10 @@ def run_both(script: Path, *args: str, timeout: float = 60, extra: tuple[str, ..
     """Run ``script`` untraced and under ``distea run``: same output, same exit status."""
     argv = [PY, script.name, *args]
     plain = run_untraced(argv, script.parent, timeout=timeout)
-    traced = run_traced(argv, script.parent, script.parent.parent / f"run-{'-'.join(args)}",
-                        *extra, timeout=timeout)
+    # beside the script's folder (outside the traced program's files), and a fresh
+    # directory each time: tests whose scripts lie straight in tmp_path share that parent
+    runs = Path(tempfile.mkdtemp(prefix=f"run-{'-'.join(args)}-", dir=script.parent.parent))
+    traced = run_traced(argv, script.parent, runs / "run", *extra, timeout=timeout)
     assert traced.result.returncode == plain.returncode, traced.result.stderr
     assert traced.result.stdout == plain.stdout, (traced.result.stdout, plain.stdout)
     assert plain.returncode == 0, plain.stderr
