@@ -15,7 +15,7 @@ The connection writes its descriptor with ``os.write``/``_multiprocessing``
 bound at import, so ``socket.socket`` patches never see it; the pipe
 interceptor of :mod:`distea.tracer.channels.pipes` may (``os.write`` is
 patched before multiprocessing binds it), and is told to stay out by
-:data:`GUARD` ``.in_mp_call``. The guard is this module's own thread-local,
+:data:`GUARD` ``.in_mp_call``. The guard is the channels' own thread-local (``patching``),
 not ``session.local``: the session replaces that one in a forked child,
 while patches made before the fork keep the object they captured.
 
@@ -65,18 +65,17 @@ from time import monotonic_ns
 from types import ModuleType
 
 from distea.tracer.channels.importhooks import IMPORT_HOOKS
-from distea.tracer.channels.patching import Patches
+from distea.tracer.channels.patching import GUARD, Patches
 from distea.tracer.channels.sockets import describe
-from distea.tracer.session import TracerSession
+from distea.tracer.session import HOST, TracerSession
 
 TYPE_CHECKING = False  # typing costs every traced process ~5 ms at start-up
 if TYPE_CHECKING:
     from typing import Any
 
-HOST = socket.gethostname()
 KIND = "mp"
-GUARD = threading.local()
-"""Reentrancy flags shared by distea's message channels (``in_mp_call``)."""
+# GUARD (``in_mp_call``, read by the pipe channel) lives in ``patching``: the pipe
+# channel is installed at start-up, this one only once multiprocessing is imported.
 
 
 def fingerprint(data: Any) -> int:

@@ -20,16 +20,15 @@
 from __future__ import annotations
 
 import os
-import socket
-from collections.abc import Sequence
 
 from distea.tracer.channels.patching import Patches
 from distea.tracer.config import PARENT_TOKEN_ENV, START_METHOD_ENV
-from distea.tracer.session import TracerSession
+from distea.tracer.session import HOST, TracerSession
 from distea.wire import NOT_PYTHON
 
 TYPE_CHECKING = False  # typing costs every traced process ~5 ms at start-up
 if TYPE_CHECKING:
+    from collections.abc import Sequence
     from typing import Any
 
 UNTRACEABLE_FLAGS = {"-I": "isolated mode (-I)", "-S": "site disabled (-S)",
@@ -201,7 +200,7 @@ class ProcessChannel:
             session = self.session
             pid = result[0]
             if pid > 0 and session is not None and not session.finished:
-                session.guarded(lambda: session.recv("exit", f"{socket.gethostname()}:{pid}",
+                session.guarded(lambda: session.recv("exit", f"{HOST}:{pid}",
                                                      0, 1, {"call": name}))
             return result
 
