@@ -213,6 +213,7 @@ def test_the_tracer_starts_without_importing_typing(program, tmp_path: Path) -> 
 
 
 START_UP_MODULES = ("typing", "socket", "enum", "json", "re", "threading", "signal", "msgpack",
+                    "_posixsubprocess",
                     "collections", "contextlib", "weakref", "sysconfig", "importlib.util")
 """Modules a traced process used to load for the tracer, ~1-5 ms each at start-up."""
 

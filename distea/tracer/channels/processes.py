@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import os
 
+from distea.tracer.channels.importhooks import IMPORT_HOOKS
 from distea.tracer.channels.patching import Patches
 from distea.tracer.config import PARENT_TOKEN_ENV, START_METHOD_ENV
 from distea.tracer.session import HOST, TracerSession
@@ -95,14 +96,10 @@ class ProcessChannel:
         self.session: TracerSession | None = None
 
     def install(self, session: TracerSession) -> None:
-        import _posixsubprocess
-
         self.session = session
-        original_fork_exec = self.patches.replace(
-            _posixsubprocess, "fork_exec", self._wrap_fork_exec(_posixsubprocess.fork_exec))
-        subprocess = __import__("sys").modules.get("subprocess")
-        if subprocess is not None and getattr(subprocess, "_fork_exec", None) is original_fork_exec:
-            self.patches.replace(subprocess, "_fork_exec", _posixsubprocess.fork_exec)
+        # _posixsubprocess is an extension module that most processes never load:
+        # patched once it is imported, before subprocess binds its fork_exec
+        IMPORT_HOOKS.when_imported("_posixsubprocess", self._patch_fork_exec)
         for name in ("posix_spawn", "posix_spawnp"):
             if hasattr(os, name):
                 self.patches.replace(os, name, self._wrap_posix_spawn(getattr(os, name)))
@@ -113,7 +110,15 @@ class ProcessChannel:
                 self.patches.replace(os, name, self._wrap_wait(getattr(os, name), name))
         self.patches.replace(os, "_exit", self._wrap_exit(os._exit))
 
+    def _patch_fork_exec(self, _posixsubprocess: Any) -> None:
+        original_fork_exec = self.patches.replace(
+            _posixsubprocess, "fork_exec", self._wrap_fork_exec(_posixsubprocess.fork_exec))
+        subprocess = __import__("sys").modules.get("subprocess")
+        if subprocess is not None and getattr(subprocess, "_fork_exec", None) is original_fork_exec:
+            self.patches.replace(subprocess, "_fork_exec", _posixsubprocess.fork_exec)
+
     def uninstall(self) -> None:
+        IMPORT_HOOKS.forget("_posixsubprocess", self._patch_fork_exec)
         self.patches.restore()
 
     def _announce(self, argv: list[str]) -> dict[str, str]:
