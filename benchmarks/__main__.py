@@ -39,7 +39,7 @@ COMPILED_PACKAGES = ("distea", "benchmarks", "sample_systems")
 """Compiled to bytecode before measuring (see :func:`compile_sources`)."""
 
 
-def compile_sources(root: Path = REPO) -> None:
+def compile_sources(root: Path = REPO, packages: tuple[str, ...] = COMPILED_PACKAGES) -> None:
     """Give the packages of this checkout (or of ``root``) their bytecode, as an
     installed wheel would have.
 
@@ -51,7 +51,7 @@ def compile_sources(root: Path = REPO) -> None:
     """
     import compileall
 
-    for package in COMPILED_PACKAGES:
+    for package in packages:
         if (root / package).is_dir():
             compileall.compile_dir(root / package, quiet=1)
 RUN_TIMEOUT_S = 300
@@ -431,9 +431,9 @@ def scale_call(quick: bool) -> Any:
     return call
 
 
-def startup_call(repeats: int) -> Any:
+def startup_call(repeats: int, quick: bool) -> Any:
     def call(module: Any) -> Any:
-        return module.measure_startup(max(repeats, 3))
+        return module.measure_startup(max(repeats, 3), samples=not quick, suite=not quick)
 
     return call
 
@@ -590,7 +590,7 @@ def main(argv: list[str] | None = None) -> int:
     chan_md, chan_data = ("_skipped (--no-channels)._", None) if args.no_channels else \
         optional_section("benchmarks.channels", channels_call(repeats), log)
     start_md, start_data = ("_skipped (--no-startup)._", None) if args.no_startup else \
-        optional_section("benchmarks.startup", startup_call(repeats), log)
+        optional_section("benchmarks.startup", startup_call(repeats, args.quick), log)
     elapsed = time.perf_counter() - began
 
     md = [

@@ -8,8 +8,6 @@ records mean.
 
 from __future__ import annotations
 
-from enum import IntEnum
-
 FORMAT_VERSION = 2
 """The trace format this distea writes; it reads every format from 1 up to it."""
 PROC_SUFFIX = ".msgpack"
@@ -22,8 +20,12 @@ WIRE_CLIENT = b"distea-client"
 """First frame of a ``distea run --connect`` summary: ``[WIRE_CLIENT, msgpack(map)]``."""
 
 
-class Tag(IntEnum):
-    """First item of every record: what kind of record it is."""
+class Tag:
+    """First item of every record: what kind of record it is.
+
+    Plain ints, not an ``IntEnum``: ``enum`` (with ``functools`` and
+    ``collections``) would cost every traced process about 3 ms at start-up.
+    """
 
     HEADER = 0
     METHOD = 1

@@ -23,12 +23,11 @@ Invariants:
 
 from __future__ import annotations
 
-import threading
 import time
-from collections import deque
+from _collections import deque
+from _thread import allocate_lock
 
-import msgpack
-
+from distea.tracer import minipack
 from distea.tracer.zmtp import ZmtpPush
 from distea.wire import FORMAT_VERSION, WIRE_MAGIC, Tag
 
@@ -50,6 +49,11 @@ STALLED_LINGER_MS = 200
 """Linger at exit once a send has found the queue full: the collector is likely gone."""
 MAX_PENDING = 4 * BATCH_SIZE
 """Records kept in this process while the transport's queue is full, before they are dropped."""
+PLAIN_BATCHES = 4
+PLAIN_BATCH_RECORDS = 64
+"""A process's first ``PLAIN_BATCHES`` batches, when they hold at most this many
+records, are packed by :mod:`distea.tracer.minipack`, so that a process that
+sends only those never imports ``msgpack``; every later batch by msgpack's C packer."""
 MAX_QUEUED_BYTES = 8 << 20
 """The local transport's queue bound: about what ZeroMQ's high-water mark of
 ``HIGH_WATER_MARK`` full batches holds."""
@@ -63,6 +67,20 @@ def open_transport(endpoint: str, curve: tuple[str, str, str] | None,
     from distea.tracer.zmqpush import PyzmqPush  # pyzmq is imported only for these runs
 
     return PyzmqPush(endpoint, curve, HIGH_WATER_MARK, linger_ms)
+
+
+_msgpack: Any = None
+
+
+def load_msgpack() -> Any:
+    """The ``msgpack`` module, imported at its first use (kept here: the bootstrap
+    hook may drop it from ``sys.modules``, see its ``_import_tracer``)."""
+    global _msgpack
+    if _msgpack is None:
+        import msgpack
+
+        _msgpack = msgpack
+    return _msgpack
 
 
 def array_header_size(length: int) -> int:
@@ -100,8 +118,9 @@ class Emitter:
         """Record counts of the latest batches handed over (what could still be queued)."""
         self._seq = 0
         self._last_flush = time.monotonic()
-        self._lock = threading.Lock()
-        self._packer = msgpack.Packer()
+        self._lock = allocate_lock()
+        self._packer: Any = None
+        """msgpack's Packer, from the first batch that :mod:`minipack` does not pack."""
         self._suspended = False
         self._held_for_fork = False
         self._closed = False
@@ -167,10 +186,7 @@ class Emitter:
         if not final and not transport.has_room():
             self._back_off(records)
             return
-        # One C call packs the whole batch as an array; the collector wants the
-        # records back to back, so the array's own header is cut off.
-        payload = memoryview(self._packer.pack(records))[array_header_size(len(records)):]
-        header = msgpack.packb([FORMAT_VERSION, self.key, self._seq, final])
+        payload, header = self._pack(records, [FORMAT_VERSION, self.key, self._seq, final])
         timeout_ms = (STALLED_LINGER_MS if self.stalled else self.linger_ms) if final else None
         if transport.send([WIRE_MAGIC, header, payload], timeout_ms):
             self.sent_batches += 1
@@ -182,6 +198,21 @@ class Emitter:
             self._back_off(records)
             return
         self._seq += 1
+
+    def _pack(self, records: list[Any], header: list[Any]) -> tuple[memoryview, bytes]:
+        """The batch's records back to back (the array's own header cut off: one C
+        call packs the whole batch, the collector wants the records), and its header."""
+        cut = array_header_size(len(records))
+        if self._packer is None and self._seq < PLAIN_BATCHES \
+                and len(records) <= PLAIN_BATCH_RECORDS:
+            try:
+                return memoryview(minipack.packb(records))[cut:], minipack.packb(header)
+            except minipack.Unpackable:
+                pass
+        if self._packer is None:
+            self._packer = load_msgpack().Packer()
+        packer = self._packer
+        return memoryview(packer.pack(records))[cut:], packer.pack(header)
 
     def _back_off(self, records: list[Any]) -> None:
         """The queue is full: keep ``records`` for the next flush, or drop them past the bound."""
@@ -268,7 +299,7 @@ class Emitter:
         """In a forked child: new identity, new connection, none of the parent's records."""
         self._suspended = False
         self._held_for_fork = False
-        self._lock = threading.Lock()
+        self._lock = allocate_lock()
         if self._transport is not None:
             self._transport.abandon()
             self._transport = None

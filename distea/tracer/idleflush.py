@@ -38,8 +38,8 @@ a flush only when something is waiting and nothing else flushed lately.
 
 from __future__ import annotations
 
+import _signal
 import _thread
-import signal
 import time
 
 TYPE_CHECKING = False  # typing costs every traced process ~5 ms at start-up
@@ -85,7 +85,7 @@ class IdleFlusher:
             self._wake.acquire(blocking=False)  # held: the thread sleeps on it
             self.running = True
             # the thread inherits this thread's signal mask: everything blocked
-            previous = signal.pthread_sigmask(signal.SIG_BLOCK, signal.valid_signals())
+            previous = _signal.pthread_sigmask(_signal.SIG_BLOCK, _signal.valid_signals())
             try:
                 _thread.start_new_thread(self._run, ())
             except Exception:
@@ -93,7 +93,7 @@ class IdleFlusher:
                 self._gone.release()
                 raise
             finally:
-                signal.pthread_sigmask(signal.SIG_SETMASK, previous)
+                _signal.pthread_sigmask(_signal.SIG_SETMASK, previous)
         finally:
             self._control.release()
 

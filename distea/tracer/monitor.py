@@ -51,9 +51,7 @@ compact mode is tested against.
 from __future__ import annotations
 
 import sys
-import threading
-from collections.abc import Callable
-from types import CodeType, FrameType
+from _thread import get_ident
 
 from distea.tracer.clock import LogicalClock
 from distea.tracer.scope import Scope
@@ -61,6 +59,8 @@ from distea.wire import Tag
 
 TYPE_CHECKING = False  # typing costs every traced process ~5 ms at start-up
 if TYPE_CHECKING:
+    from collections.abc import Callable
+    from types import CodeType, FrameType
     from typing import Any
 
 MONITOR = sys.monitoring
@@ -354,7 +354,6 @@ class Monitor:
         first_start = self._first_start
         clock = self.clock
         emit = self.emit
-        get_ident = threading.get_ident
         code_state = CodeState
         disable = DISABLE
 

@@ -9,17 +9,14 @@ is wrapped so that a tracer error is counted, never raised (DESIGN rule 1).
 
 from __future__ import annotations
 
+import _signal
 import atexit
 import itertools
-import json
 import os
-import signal
-import socket
 import sys
-import threading
 import time
-from collections.abc import Callable
-from threading import get_ident
+from _thread import _local as thread_local
+from _thread import get_ident
 from time import monotonic
 
 from distea.tracer.clock import LogicalClock
@@ -32,6 +29,7 @@ from distea.wire import FORMAT_VERSION, LOST_DIR, Tag, process_file_name
 
 TYPE_CHECKING = False  # typing costs every traced process ~5 ms at start-up
 if TYPE_CHECKING:
+    from collections.abc import Callable
     from typing import Any
 
     from distea.tracer.seams import Channel, RecvRecorder, SendRecorder
@@ -39,8 +37,11 @@ if TYPE_CHECKING:
 SEND, RECV, CHANNEL = int(Tag.SEND), int(Tag.RECV), int(Tag.CHANNEL)
 """Plain ints: packing an IntEnum member costs more than packing its value."""
 
-FLUSHED_SIGNALS = (signal.SIGTERM, signal.SIGHUP)
-"""Signals whose default action ends the process without atexit: flushed first."""
+FLUSHED_SIGNALS = (_signal.SIGTERM, _signal.SIGHUP)
+"""Signals whose default action ends the process without atexit: flushed first.
+(``_signal``'s functions and plain numbers: ``signal`` imports ``enum``, ~3 ms.)"""
+WRAPPED_HANDLER = "_distea_handler"
+"""Attribute of the signal channel's wrapper of a handler: the handler it calls."""
 
 PERIODIC_S = 0.5
 """At most this long between sends of last clocks and stats while messages flow."""
@@ -55,8 +56,15 @@ RANK_VARIABLES = (
 )
 
 
+HOST = os.uname().nodename
+"""This host's name: what ``socket.gethostname()`` returns (both are uname(2)'s
+node name), without importing ``socket`` (with ``enum``, ``selectors``, ...:
+about 5 ms of every traced process's start-up). Every tracer module names
+this host by it, so that both ends of a channel agree."""
+
+
 def process_key(pid: int | None = None) -> str:
-    return f"{socket.gethostname()}:{pid or os.getpid()}:{time.time_ns()}"
+    return f"{HOST}:{pid or os.getpid()}:{time.time_ns()}"
 
 
 def rank_of(environ: os._Environ[str] | dict[str, str]) -> tuple[int | None, int | None]:
@@ -115,7 +123,7 @@ class TracerSession:
         self.errors = 0
         self._token_counter = 0
         self._role: tuple[str, int | None, int | None] | None = None
-        self.local = threading.local()
+        self.local = thread_local()
         self.channels: list[Channel] = []
         curve = None
         if config.curve_server_key and config.curve_public_key and config.curve_secret_key:
@@ -138,7 +146,8 @@ class TracerSession:
         """Checks run at the periodic flush and at the end (``audit(reason)``), before
         the final records: the unseen-traffic detector compares kernel counters there."""
         """Our flush-then-die handler, where startup installed it."""
-        self._signals_defaulted: list[int] = []
+        self._signals_defaulted: list[tuple[int, Any]] = []
+        """(signal, what was installed: our handler or the signal channel's wrapper of it)."""
         self._next_periodic = time.monotonic() + PERIODIC_S
         self._due = [self._next_periodic]
         """When a message event must call :meth:`_service` (a flush or periodic work may
@@ -189,7 +198,7 @@ class TracerSession:
             "key": self.key,
             "pid": os.getpid(),
             "ppid": os.getppid(),
-            "host": socket.gethostname(),
+            "host": HOST,
             "argv": sys.orig_argv,
             "executable": sys.executable,
             "python": sys.version.split()[0],
@@ -237,7 +246,7 @@ class TracerSession:
             self.flusher.stop(for_good=True)
             self.monitor.stop()
             if reason != "exec":
-                self.send("exit", f"{socket.gethostname()}:{os.getpid()}", 0, 1)
+                self.send("exit", f"{HOST}:{os.getpid()}", 0, 1)
             self.monitor.mark_stacks_executing()
             self._emit_lasts_and_stats()
             self.emitter.add([Tag.END, self.clock.value, reason])
@@ -281,7 +290,7 @@ class TracerSession:
         note = {
             "key": self.key,
             "pid": os.getpid(),
-            "host": socket.gethostname(),
+            "host": HOST,
             "argv": list(sys.orig_argv),
             "end_reason": reason,
             "dropped_records": emitter.dropped,
@@ -296,6 +305,8 @@ class TracerSession:
             os.makedirs(folder, mode=0o700, exist_ok=True)
             path = os.path.join(folder, process_file_name(self.key)[: -len(".msgpack")] + ".json")
             tmp = f"{path}.{os.getpid()}.tmp"
+            import json  # only when something was lost
+
             with open(tmp, "w") as stream:
                 json.dump(note, stream)
             os.replace(tmp, path)
@@ -316,18 +327,19 @@ class TracerSession:
         if handler is None:
             return
         for signum in FLUSHED_SIGNALS:
-            if signal.getsignal(signum) is handler:
+            installed = _signal.getsignal(signum)
+            if getattr(installed, WRAPPED_HANDLER, installed) is handler:
                 try:
-                    signal.signal(signum, signal.SIG_DFL)
+                    _signal.signal(signum, _signal.SIG_DFL)
                 except ValueError:  # not the main thread: keep ours
                     continue
-                self._signals_defaulted.append(signum)
+                self._signals_defaulted.append((signum, installed))
 
     def _restore_our_signal_handlers(self) -> None:
         defaulted, self._signals_defaulted = self._signals_defaulted, []
-        for signum in defaulted:
-            if self.signal_handler is not None and signal.getsignal(signum) is signal.SIG_DFL:
-                signal.signal(signum, self.signal_handler)
+        for signum, installed in defaulted:
+            if _signal.getsignal(signum) == _signal.SIG_DFL:
+                _signal.signal(signum, installed)
 
     def _before_fork(self) -> None:
         if self.finished:
@@ -364,7 +376,7 @@ class TracerSession:
             self._role = None
             self._next_periodic = self._due[0] = time.monotonic() + PERIODIC_S
             self.blocking_check_at = 0.0
-            self.local = threading.local()
+            self.local = thread_local()
             self.emitter.reset_after_fork(self.key)
             self.monitor.reset_after_fork()
             self._begin("fork", token)

@@ -7,13 +7,9 @@ monitor starts last so the tracer's own start-up is not traced.
 
 from __future__ import annotations
 
-import importlib
-import json
+import _signal
 import os
-import signal
 import sys
-import threading
-from types import FrameType
 
 from distea.tracer.channels.importhooks import IMPORT_HOOKS
 from distea.tracer.config import PARENT_TOKEN_ENV, TracerConfig
@@ -22,38 +18,51 @@ from distea.wire import UNTRACED_DIR
 
 TYPE_CHECKING = False  # typing costs every traced process ~5 ms at start-up
 if TYPE_CHECKING:
+    from types import FrameType
+
     from distea.tracer.seams import Channel
 
 CHANNEL_MODULES = (
     ("distea.tracer.channels.processes", "ProcessChannel"),
-    ("distea.tracer.channels.sockets", "SocketChannel"),
-    ("distea.tracer.channels.datagrams", "DatagramChannel"),
     ("distea.tracer.channels.pipes", "PipeChannel"),
-    ("distea.tracer.channels.multiprocessing", "MultiprocessingChannel"),
     ("distea.tracer.channels.files", "FileChannel"),
-    ("distea.tracer.channels.wakeup", "WakeupChannel"),
-    ("distea.tracer.channels.asyncio_boundary", "AsyncioBoundaryChannel"),
     ("distea.tracer.channels.unseen", "UnseenTrafficDetector"),
-    ("distea.tracer.channels.mpsync", "SyncChannel"),
     ("distea.tracer.channels.signals", "SignalChannel"),
-    ("distea.tracer.channels.sharedmem", "SharedMemoryChannel"),
 )
+"""Channels installed at start-up: they patch what every process has (``os``,
+``builtins``, ``_signal``) or watch the whole process (the unseen-traffic detector)."""
 DEFERRED_CHANNELS = (
+    ("socket", "distea.tracer.channels.sockets", "SocketChannel", ("ssl",)),
+    ("socket", "distea.tracer.channels.datagrams", "DatagramChannel"),
+    ("signal", "distea.tracer.channels.wakeup", "WakeupChannel"),
+    ("multiprocessing.connection", "distea.tracer.channels.multiprocessing",
+     "MultiprocessingChannel"),
+    ("multiprocessing.synchronize", "distea.tracer.channels.mpsync", "SyncChannel"),
+    ("asyncio", "distea.tracer.channels.asyncio_boundary", "AsyncioBoundaryChannel",
+     ("uvloop",)),
+    ("mmap", "distea.tracer.channels.sharedmem", "SharedMemoryChannel"),
     ("zmq", "distea.tracer.channels.zmq", "ZmqChannel"),
     ("torch.distributed", "distea.tracer.channels.torch_distributed",
      "TorchDistributedChannel"),
     ("grpc", "distea.tracer.channels.grpc", "GrpcChannel"),
     ("ray", "distea.tracer.channels.ray", "RayChannel"),
 )
-"""Channels for a library that most programs never import: (library, module, class).
-Their module is imported, and the channel installed, only once the program
-imports the library, so that every other process does not load (or, without
-bytecode caches, compile) it at start-up."""
+"""Channels that patch one library: (library, module, class[, libraries that
+import it]). Their module is imported, and the channel installed, only once
+the program imports the library (right after the library's module has
+executed, before the importer gets it: no object of it can exist
+unpatched), so that a process that never imports it does not load the
+channel (nor ``socket``, ``enum``...) at start-up. Two channels of one
+library install in this order. A library that imports the trigger (``ssl``
+imports ``socket``) is still executing when the channel installs: it is
+watched from the start, so that the channel's hook on it runs once it is
+complete (``ImportHooks.when_imported``)."""
 
 
 def _channel_class(module_name: str, class_name: str) -> type[Channel] | None:
     try:
-        module = importlib.import_module(module_name)
+        __import__(module_name)  # not importlib.import_module: importlib is ~1 ms at start-up
+        module = sys.modules[module_name]
     except ModuleNotFoundError as exc:
         if exc.name == module_name:
             return None
@@ -65,15 +74,19 @@ def _channel_class(module_name: str, class_name: str) -> type[Channel] | None:
 class DeferredChannel:
     """Stands for a channel until its library is imported, then installs the real one."""
 
-    def __init__(self, library: str, module_name: str, class_name: str) -> None:
+    def __init__(self, library: str, module_name: str, class_name: str,
+                 importers: tuple[str, ...] = ()) -> None:
         self.library = library
         self.module_name = module_name
         self.class_name = class_name
+        self.importers = importers
         self.session: TracerSession | None = None
         self.channel: Channel | None = None
 
     def install(self, session: TracerSession) -> None:
         self.session = session
+        for name in self.importers:
+            IMPORT_HOOKS.watch(name)
         IMPORT_HOOKS.when_imported(self.library, self._load)
 
     def _load(self, library: object) -> None:
@@ -86,6 +99,10 @@ class DeferredChannel:
                 channel = channel_class()
                 channel.install(session)
                 self.channel = channel
+                # session.channels stays in the order of installation: the session
+                # uninstalls in reverse, so patches stacked on one attribute unwind
+                session.channels.remove(self)
+                session.channels.append(self)
         except Exception:
             session.errors += 1
 
@@ -93,7 +110,7 @@ class DeferredChannel:
         if self.channel is not None:
             self.channel.uninstall()
         else:
-            IMPORT_HOOKS.forget(self.library)
+            IMPORT_HOOKS.forget(self.library, self._load)
 
 
 def _load_channels() -> list[Channel]:
@@ -113,11 +130,11 @@ def start(config: TracerConfig) -> TracerSession:
         return session
     session = TracerSession(config)
     set_current(session)
+    _flush_on_sigterm(session)  # before the signal channel, which wraps it
     for channel in _load_channels():
+        session.channels.append(channel)  # first: a deferred one may install at once
         channel.install(session)
-        session.channels.append(channel)
     session.start()
-    _flush_on_sigterm(session)
     return session
 
 
@@ -129,6 +146,10 @@ def start_from_environment() -> TracerSession | None:
     if gone:
         note_untraced(config.run_dir, gone)
         return None
+    if PARENT_TOKEN_ENV not in os.environ:  # the first process of the run (bytecode.py)
+        from distea.tracer.bytecode import write_missing_caches
+
+        write_missing_caches()
     return start(config)
 
 
@@ -154,6 +175,8 @@ def note_untraced(run_dir: str, reason: str) -> None:
         os.makedirs(folder, mode=0o700, exist_ok=True)
         note = {"pid": os.getpid(), "argv": list(sys.orig_argv), "reason": reason,
                 "parent_token": os.environ.get(PARENT_TOKEN_ENV)}
+        import json  # only for a process that is not traced
+
         with open(os.path.join(folder, f"{os.getpid()}.json"), "w") as stream:
             json.dump(note, stream)
     except Exception:
@@ -168,15 +191,15 @@ def _flush_on_sigterm(session: TracerSession) -> None:
     the signal with the same status. A program that installs its own
     handler later simply replaces ours (and exits through atexit, or not).
     """
-    if threading.current_thread() is not threading.main_thread():
-        return
-
     def handler(signum: int, frame: FrameType | None) -> None:
         session.finish("signal")
-        signal.signal(signum, signal.SIG_DFL)
-        signal.raise_signal(signum)
+        _signal.signal(signum, _signal.SIG_DFL)
+        _signal.raise_signal(signum)
 
-    for signum in FLUSHED_SIGNALS:
-        if signal.getsignal(signum) is signal.SIG_DFL:
-            signal.signal(signum, handler)
+    try:
+        for signum in FLUSHED_SIGNALS:
+            if _signal.getsignal(signum) == _signal.SIG_DFL:
+                _signal.signal(signum, handler)
+    except ValueError:  # not the main thread (checked so, without importing threading)
+        return
     session.signal_handler = handler

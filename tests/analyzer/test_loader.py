@@ -295,7 +295,7 @@ def test_fast_loader_matches_record_by_record_reading(
     assert fast == slow
 
 
-def message_record(version: int, tag: Tag, clock: int, start: int, end: int, mid: int,
+def message_record(version: int, tag: int, clock: int, start: int, end: int, mid: int,
                    meta: dict[str, Any] | None) -> list[Any]:
     """A message on ("tcp", "a>b"), channel number 0 in format 2 (declared by CHANNEL_0)."""
     channel = [0] if version >= 2 else ["tcp", "a>b"]

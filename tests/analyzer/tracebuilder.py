@@ -86,7 +86,7 @@ class ProcBuilder:
 
     def _message(
         self,
-        tag: Tag,
+        tag: int,
         clock: int,
         kind: str,
         channel: str,

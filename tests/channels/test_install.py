@@ -121,3 +121,30 @@ def test_import_hook_runs_after_the_module_and_once(tmp_path, monkeypatch) -> No
         hooks.remove()
         sys.modules.pop("distea_hook_probe", None)
     assert hooks not in sys.meta_path
+
+
+def test_a_hook_added_while_its_module_executes_runs_once_it_is_complete(
+        tmp_path, monkeypatch) -> None:
+    """As ``ssl`` imports ``socket``: the socket channel, installed when socket is complete,
+    hooks ssl while ssl is still executing; its hook must see ssl's whole namespace."""
+    (tmp_path / "distea_outer_probe.py").write_text(
+        "import distea_inner_probe\nclass Late:\n    pass\n")
+    (tmp_path / "distea_inner_probe.py").write_text("VALUE = 1\n")
+    monkeypatch.syspath_prepend(str(tmp_path))
+    hooks = ImportHooks()
+    seen: list[str] = []
+
+    def inner_loaded(module: types.ModuleType) -> None:
+        hooks.when_imported("distea_outer_probe",
+                            lambda outer: seen.append(outer.Late.__name__))
+
+    hooks.watch("distea_outer_probe")
+    hooks.when_imported("distea_inner_probe", inner_loaded)
+    try:
+        import distea_outer_probe  # noqa: F401
+
+        assert seen == ["Late"]
+    finally:
+        hooks.remove()
+        sys.modules.pop("distea_outer_probe", None)
+        sys.modules.pop("distea_inner_probe", None)

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import itertools
+import os
 import subprocess
 import sys
 from pathlib import Path
@@ -209,6 +210,46 @@ def test_the_tracer_starts_without_importing_typing(program, tmp_path: Path) -> 
     assert untraced.stdout == "[]\n", untraced.stderr
     assert traced.result.stdout == "[]\n", traced.result.stderr
     assert "probe.report" in next(iter(traced.data.executions.values()))
+
+
+START_UP_MODULES = ("typing", "socket", "enum", "json", "re", "threading", "signal", "msgpack",
+                    "_posixsubprocess",
+                    "collections", "contextlib", "weakref", "sysconfig", "importlib.util")
+"""Modules a traced process used to load for the tracer, ~1-5 ms each at start-up."""
+
+
+def test_the_tracer_loads_no_module_the_program_does_not(program, tmp_path: Path) -> None:
+    """A traced child process finds loaded exactly what it finds untraced among the
+    costly modules (the tracer's channels wait for their library to be imported),
+    and its functions are still recorded."""
+    script = program("lean.py", f"""
+        import subprocess, sys
+        CHILD = "import sys; print(sorted(m for m in {START_UP_MODULES!r} if m in sys.modules))"
+        def report():
+            subprocess.run([sys.executable, "-c", CHILD], check=True)
+        report()
+    """)
+    untraced = run_untraced([sys.executable, script.name], script.parent)
+    traced = run_traced([sys.executable, script.name], script.parent, tmp_path / "run")
+    assert untraced.returncode == 0, untraced.stderr
+    assert traced.result.stdout == untraced.stdout, traced.result.stderr
+    assert len(traced.data.processes) == 2
+    assert any("lean.report" in methods for methods in traced.data.executions.values())
+
+
+def test_the_program_keeps_its_bytecode_setting(program, tmp_path: Path) -> None:
+    """The tracer writes its own bytecode caches whatever PYTHONDONTWRITEBYTECODE says,
+    but the program still runs with the flag it was given, and writes none of its own."""
+    program("helper.py", "VALUE = 1\n")
+    script = program("flag.py", """
+        import sys
+        import helper
+        print(sys.dont_write_bytecode, sys.flags.dont_write_bytecode, helper.VALUE)
+    """)
+    env = {**os.environ, "PYTHONDONTWRITEBYTECODE": "1"}
+    traced = run_traced([sys.executable, script.name], script.parent, tmp_path / "run", env=env)
+    assert traced.result.stdout == "True 1 1\n", traced.result.stderr
+    assert not (script.parent / "__pycache__").exists()
 
 
 def test_a_command_that_starts_no_traced_python_ends_promptly(tmp_path: Path) -> None:

@@ -36,12 +36,15 @@ def _import_tracer():
 
     A program in an environment without distea (distea installed as a tool)
     gets it from DISTEA_TRACER_PATH, which holds only distea and msgpack and
-    is on sys.path only for this import. msgpack's modules are then dropped
+    is on sys.path only for this import (msgpack is imported with it, not at
+    its first use as elsewhere). msgpack's modules are then dropped
     from sys.modules (the tracer keeps its references), so the program's own
     ``import msgpack`` behaves as it would untraced.
     """
     try:
         from distea.tracer.startup import start_from_environment
+        if _path_finder().find_spec("msgpack") is None:  # the tracer imports it later
+            raise ImportError("No module named 'msgpack'")
         return start_from_environment
     except ImportError:
         extra = os.environ.get("DISTEA_TRACER_PATH")
@@ -51,7 +54,10 @@ def _import_tracer():
         del sys.modules[name]  # a half-imported attempt from the program's path
     sys.path.append(extra)
     try:
+        from distea.tracer.emitter import load_msgpack
         from distea.tracer.startup import start_from_environment
+
+        load_msgpack()  # now, while it can be found (others import it at their first use)
     finally:
         sys.path.remove(extra)
         ours = os.path.join(extra, "msgpack")
@@ -65,6 +71,19 @@ def _start():
     if sys.version_info < (3, 12):
         _note_untraced("Python %d.%d has no sys.monitoring (needs 3.12+)" % sys.version_info[:2])
         return
+    # The tracer's modules get their bytecode cached even where the program's
+    # environment says not to (PYTHONDONTWRITEBYTECODE, -B: containers, CI):
+    # else every traced process compiled them from source again, ~100 ms. The
+    # program's own setting is back before its first line runs.
+    dont_write_bytecode = sys.dont_write_bytecode
+    sys.dont_write_bytecode = False
+    try:
+        _start_tracer()
+    finally:
+        sys.dont_write_bytecode = dont_write_bytecode
+
+
+def _start_tracer():
     try:
         start_from_environment = _import_tracer()
     except ImportError as exc:
@@ -76,13 +95,22 @@ def _start():
         _note_untraced("tracer failed to start: %r" % (exc,))
 
 
-def _chain():
-    """Run the next sitecustomize on sys.path, as Python would have without us."""
+def _path_finder():
+    """The import system's own PathFinder (importlib.machinery's, without importing
+    importlib.machinery: ~2 ms at start-up)."""
+    finders = sys.modules.get("_frozen_importlib_external")
+    if finders is not None:
+        return finders.PathFinder
     import importlib.machinery
 
+    return importlib.machinery.PathFinder
+
+
+def _chain():
+    """Run the next sitecustomize on sys.path, as Python would have without us."""
     here = os.path.dirname(os.path.abspath(__file__))
     path = [p for p in sys.path if os.path.abspath(p or ".") != here]
-    spec = importlib.machinery.PathFinder.find_spec("sitecustomize", path)
+    spec = _path_finder().find_spec("sitecustomize", path)
     if spec is None or spec.loader is None:
         return
     import importlib.util  # only now: most environments have no other sitecustomize

@@ -34,7 +34,6 @@ from __future__ import annotations
 
 import contextlib
 import os
-import socket
 import weakref
 from types import ModuleType
 
@@ -42,7 +41,7 @@ from distea.tracer.channels.importhooks import IMPORT_HOOKS
 from distea.tracer.channels.patching import Patches
 from distea.tracer.channels.sockets import describe, tls_plaintext
 from distea.tracer.config import PARENT_TOKEN_ENV
-from distea.tracer.session import TracerSession
+from distea.tracer.session import HOST, TracerSession
 
 TYPE_CHECKING = False  # typing costs every traced process ~5 ms at start-up
 if TYPE_CHECKING:
@@ -329,7 +328,8 @@ class AsyncioBoundaryChannel:
         Datagrams it sends with ``transport.sendto`` on a C transport are not seen,
         and no kernel counter tells of them (docs/channels.md)."""
         session = self.session
-        datagrams = next((c for c in session.channels if hasattr(c, "_record_recv")), None)
+        channels = [getattr(c, "channel", None) or c for c in session.channels]  # DeferredChannel
+        datagrams = next((c for c in channels if hasattr(c, "_record_recv")), None)
         if datagrams is None:
             return
         connection_made = protocol.connection_made
@@ -405,7 +405,7 @@ class AsyncioBoundaryChannel:
                 def exited() -> None:
                     if pids:
                         session.guarded(lambda: session.recv(
-                            "exit", f"{socket.gethostname()}:{pids[0]}", 0, 1,
+                            "exit", f"{HOST}:{pids[0]}", 0, 1,
                             {"call": "process_exited"}))
                     process_exited()
 

@@ -128,6 +128,7 @@ class DatagramChannel:
     def install(self, session: TracerSession) -> None:
         self.session = session
         for channel in session.channels:
+            channel = getattr(channel, "channel", None) or channel  # a loaded DeferredChannel
             if hasattr(channel, "datagrams") and hasattr(channel, "streams"):
                 channel.datagrams = self
                 self._stream_channel = channel

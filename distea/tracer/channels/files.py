@@ -44,12 +44,12 @@ them itself (see docs/channels.md), and ``mmap`` (shared memory).
 
 from __future__ import annotations
 
+import _weakref  # weakref itself costs ~1 ms at start-up
 import builtins
 import io
 import os
 import stat
 import sys
-import weakref
 from time import monotonic_ns
 
 from distea.tracer.channels.importhooks import IMPORT_HOOKS
@@ -184,7 +184,7 @@ class FileChannel:
         up there too) and reaches the stream through a weak reference only,
         so the stream is still freed, and closed, when the program drops it.
         """
-        ref = weakref.ref(stream)
+        ref = _weakref.ref(stream)
         close = type(stream).close
         channel = self
 

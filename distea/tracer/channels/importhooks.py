@@ -8,13 +8,12 @@ none of them.
 
 from __future__ import annotations
 
-import contextlib
 import sys
-from collections.abc import Callable
-from types import ModuleType
 
 TYPE_CHECKING = False  # typing costs every traced process ~5 ms at start-up
 if TYPE_CHECKING:
+    from collections.abc import Callable
+    from types import ModuleType
     from typing import Any
 
 
@@ -34,30 +33,52 @@ class ImportHooks:
 
     def __init__(self) -> None:
         self.watched: dict[str, list[Callable[[ModuleType], None]]] = {}
+        self._in_flight: dict[str, list[Callable[[ModuleType], None]]] = {}
+        """Watched modules executing now → the callbacks to run once they are complete."""
         self._busy: set[str] = set()
         self.installed = False
 
     def when_imported(self, name: str, callback: Callable[[ModuleType], None]) -> None:
-        """Call ``callback(module)`` now if ``name`` is imported, else after its import."""
+        """Call ``callback(module)`` now if ``name`` is imported, else after its import.
+
+        A watched module that is still executing (a channel installed by an
+        import inside it: ``ssl`` imports ``socket``) is not imported yet:
+        the callback runs once it is complete.
+        """
         module = sys.modules.get(name)
         if module is not None:
-            callback(module)
+            in_flight = self._in_flight.get(name)
+            if in_flight is not None:
+                in_flight.append(callback)
+            else:
+                callback(module)
             return
-        self.watched.setdefault(name, []).append(callback)
+        self.watch(name).append(callback)
+
+    def watch(self, name: str) -> list[Callable[[ModuleType], None]]:
+        """Make ``name``'s coming import pass through here (its callbacks, which
+        :meth:`when_imported` may add while it executes); the list of them."""
+        callbacks = self.watched.setdefault(name, [])
         if not self.installed:
             sys.meta_path.insert(0, self)
             self.installed = True
+        return callbacks
 
-    def forget(self, name: str) -> None:
-        """Stop waiting for ``name``; leave ``sys.meta_path`` when nothing is awaited."""
-        self.watched.pop(name, None)
+    def forget(self, name: str, callback: Callable[[ModuleType], None] | None = None) -> None:
+        """Stop waiting for ``name`` (only to call ``callback``, when given); leave
+        ``sys.meta_path`` when nothing is awaited."""
+        callbacks = self.watched.get(name, [])
+        if callback is not None and callback in callbacks:
+            callbacks.remove(callback)
+        if callback is None or not callbacks:
+            self.watched.pop(name, None)
         if not self.watched:
             self.remove()
 
     def remove(self) -> None:
         self.watched.clear()
         if self.installed:
-            with contextlib.suppress(ValueError):
+            if self in sys.meta_path:  # contextlib.suppress: contextlib is ~1 ms at start-up
                 sys.meta_path.remove(self)
             self.installed = False
 
@@ -82,15 +103,19 @@ class ImportHooks:
             return spec
         callbacks = self.watched.pop(fullname, [])
         original = loader.exec_module
+        in_flight = self._in_flight
 
         def exec_module(module: ModuleType) -> None:
+            in_flight[fullname] = callbacks
             try:
                 original(module)
+                done = 0
+                while done < len(callbacks):  # with those added by the callbacks themselves
+                    done += 1
+                    callbacks[done - 1](module)
             finally:
-                with contextlib.suppress(AttributeError):
-                    del loader.exec_module
-            for callback in callbacks:
-                callback(module)
+                vars(loader).pop("exec_module", None)  # the class's own again
+                in_flight.pop(fullname, None)
 
         try:
             loader.exec_module = exec_module

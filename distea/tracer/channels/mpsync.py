@@ -51,20 +51,18 @@ by a post-import hook once ``multiprocessing.synchronize`` has executed.
 from __future__ import annotations
 
 import os
-import socket
 import sys
 from time import monotonic_ns
 from types import ModuleType
 
 from distea.tracer.channels.importhooks import IMPORT_HOOKS
 from distea.tracer.channels.patching import Patches
-from distea.tracer.session import TracerSession
+from distea.tracer.session import HOST, TracerSession
 
 TYPE_CHECKING = False  # typing costs every traced process ~5 ms at start-up
 if TYPE_CHECKING:
     from typing import Any
 
-HOST = socket.gethostname()
 KIND = "sem"
 ATTRIBUTE = "_distea_sem"
 """Where a SemLock keeps its channel name (inherited by forked children)."""

@@ -18,7 +18,7 @@ patched before multiprocessing binds it), and is told to stay out by
 :data:`GUARD` ``.in_mp_call``: the connection whose call is running, so that
 only its own descriptor is left out (a finalizer that runs inside the call,
 such as a semaphore's unregistering write to the resource tracker's pipe,
-is still the pipe's). The guard is this module's own thread-local,
+is still the pipe's). The guard is the channels' own thread-local (``patching``),
 not ``session.local``: the session replaces that one in a forked child,
 while patches made before the fork keep the object they captured.
 
@@ -68,19 +68,17 @@ from time import monotonic_ns
 from types import ModuleType
 
 from distea.tracer.channels.importhooks import IMPORT_HOOKS
-from distea.tracer.channels.patching import Patches
+from distea.tracer.channels.patching import GUARD, Patches
 from distea.tracer.channels.sockets import describe
-from distea.tracer.session import TracerSession
+from distea.tracer.session import HOST, TracerSession
 
 TYPE_CHECKING = False  # typing costs every traced process ~5 ms at start-up
 if TYPE_CHECKING:
     from typing import Any
 
-HOST = socket.gethostname()
 KIND = "mp"
-GUARD = threading.local()
-"""Reentrancy flags shared by distea's message channels (``in_mp_call``: the
-``Connection`` whose send or receive is running in this thread, else falsy)."""
+# GUARD (``in_mp_call``, read by the pipe channel) lives in ``patching``: the pipe
+# channel is installed at start-up, this one only once multiprocessing is imported.
 
 
 def fingerprint(data: Any) -> int:

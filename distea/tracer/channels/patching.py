@@ -22,7 +22,8 @@ from __future__ import annotations
 
 import os
 import sys
-import weakref
+from _thread import _local
+from _weakref import ref
 
 TYPE_CHECKING = False  # typing costs every traced process ~5 ms at start-up
 if TYPE_CHECKING:
@@ -50,14 +51,38 @@ def unbound(function: Any) -> Any:
         })
         made = function._distea_unbound = kind()
     return made
-_ALL: weakref.WeakSet[Patches] = weakref.WeakSet()
+
+
+class suppress:
+    """``contextlib.suppress`` without ``contextlib`` (which imports ``functools`` and
+    ``collections``: ~2 ms of a traced process's start-up)."""
+
+    def __init__(self, *exceptions: type[BaseException]) -> None:
+        self.exceptions = exceptions
+
+    def __enter__(self) -> None:
+        return None
+
+    def __exit__(self, kind: type[BaseException] | None, *rest: object) -> bool:
+        return kind is not None and issubclass(kind, self.exceptions)
+
+
+_ALL: list[ref[Patches]] = []
+"""Every :class:`Patches` made, by weak reference (a few per process; not a WeakSet:
+``weakref`` and ``_weakrefset`` cost a traced process ~1 ms at start-up)."""
+
+GUARD = _local()
+"""Per thread: ``.in_mp_call`` is true while a multiprocessing channel's wrapper
+runs, so that the pipe channel leaves the bytes it moves to it (see
+``channels/multiprocessing.py``). Here, so that the pipe channel, installed at
+start-up, does not load the multiprocessing channel."""
 
 
 class Patches:
     def __init__(self) -> None:
         self._saved: list[tuple[Any, str, Any]] = []
         self._listed: list[tuple[set[Any], Any]] = []
-        _ALL.add(self)
+        _ALL.append(ref(self))
 
     def replace(self, owner: Any, name: str, replacement: Any) -> Any:
         """Set ``owner.name`` to ``replacement``, disguised as the original; return the
@@ -120,7 +145,8 @@ class Patches:
 
 def held() -> list[tuple[Any, str, Any]]:
     """Every attribute that some :class:`Patches` of this process holds replaced."""
-    return [item for patches in list(_ALL) for item in patches.held()]
+    return [item for patches in [r() for r in _ALL] if patches is not None
+            for item in patches.held()]
 
 
 def _resolve(module: object, qualname: object) -> tuple[Any, str, Any] | None:

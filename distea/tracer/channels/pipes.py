@@ -60,25 +60,21 @@ recorded send: external, reported).
 from __future__ import annotations
 
 import builtins
-import contextlib
 import io
 import os
-import socket
 import stat
 import sys
-from threading import get_ident
+from _thread import get_ident
 from time import monotonic_ns
 
-from distea.tracer.channels.multiprocessing import GUARD
-from distea.tracer.channels.patching import Patches
-from distea.tracer.session import TracerSession
+from distea.tracer.channels.patching import GUARD, Patches, suppress
+from distea.tracer.session import HOST, TracerSession
 
 TYPE_CHECKING = False  # typing costs every traced process ~5 ms at start-up
 if TYPE_CHECKING:
     from typing import Any
 
 KIND = "pipe"
-HOST = socket.gethostname()
 OPEN_PARAMETERS = ("file", "mode", "buffering", "encoding", "errors", "newline", "closefd",
                    "opener")
 STD_STREAMS = (("stdin", 0), ("stdout", 1), ("stderr", 2))
@@ -246,7 +242,7 @@ class PipeChannel:
             for stream in self.std_streams:
                 # what waits leaves in order, before the old stream is back; an error
                 # meets the program at its next write or at exit, as untraced
-                with contextlib.suppress(Exception):
+                with suppress(Exception):
                     stream.flush()
             self.std_patches.restore()
         self.std_streams = []
@@ -259,7 +255,7 @@ class PipeChannel:
         would flush the standard streams right after the tracer is gone."""
         self.exiting = True
         for stream in self.std_streams:
-            with contextlib.suppress(Exception):  # the interpreter reports it at exit
+            with suppress(Exception):  # the interpreter reports it at exit
                 stream.flush()
 
     def error(self) -> None:
@@ -573,5 +569,5 @@ def _look_like(func: Any, original: Any) -> None:
     """A patch answers to the original's name, documentation and signature."""
     func.__wrapped__ = original
     for attribute in ("__name__", "__qualname__", "__module__", "__doc__"):
-        with contextlib.suppress(AttributeError, TypeError):
+        with suppress(AttributeError, TypeError):
             setattr(func, attribute, getattr(original, attribute))

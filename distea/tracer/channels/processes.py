@@ -24,18 +24,18 @@
 from __future__ import annotations
 
 import os
-import socket
 import stat
-from collections.abc import Sequence
 
+from distea.tracer.channels.importhooks import IMPORT_HOOKS
 from distea.tracer.channels.patching import Patches
 from distea.tracer.channels.pipes import pipe_name
 from distea.tracer.config import PARENT_TOKEN_ENV, START_METHOD_ENV
-from distea.tracer.session import TracerSession
+from distea.tracer.session import HOST, TracerSession
 from distea.wire import NOT_PYTHON
 
 TYPE_CHECKING = False  # typing costs every traced process ~5 ms at start-up
 if TYPE_CHECKING:
+    from collections.abc import Sequence
     from typing import Any
 
 UNTRACEABLE_FLAGS = {"-I": "isolated mode (-I)", "-S": "site disabled (-S)",
@@ -134,14 +134,10 @@ class ProcessChannel:
         self.session: TracerSession | None = None
 
     def install(self, session: TracerSession) -> None:
-        import _posixsubprocess
-
         self.session = session
-        original_fork_exec = self.patches.replace(
-            _posixsubprocess, "fork_exec", self._wrap_fork_exec(_posixsubprocess.fork_exec))
-        subprocess = __import__("sys").modules.get("subprocess")
-        if subprocess is not None and getattr(subprocess, "_fork_exec", None) is original_fork_exec:
-            self.patches.replace(subprocess, "_fork_exec", _posixsubprocess.fork_exec)
+        # _posixsubprocess is an extension module that most processes never load:
+        # patched once it is imported, before subprocess binds its fork_exec
+        IMPORT_HOOKS.when_imported("_posixsubprocess", self._patch_fork_exec)
         for name in ("posix_spawn", "posix_spawnp"):
             if hasattr(os, name):
                 self.patches.replace(os, name, self._wrap_posix_spawn(getattr(os, name)))
@@ -152,7 +148,15 @@ class ProcessChannel:
                 self.patches.replace(os, name, self._wrap_wait(getattr(os, name), name))
         self.patches.replace(os, "_exit", self._wrap_exit(os._exit))
 
+    def _patch_fork_exec(self, _posixsubprocess: Any) -> None:
+        original_fork_exec = self.patches.replace(
+            _posixsubprocess, "fork_exec", self._wrap_fork_exec(_posixsubprocess.fork_exec))
+        subprocess = __import__("sys").modules.get("subprocess")
+        if subprocess is not None and getattr(subprocess, "_fork_exec", None) is original_fork_exec:
+            self.patches.replace(subprocess, "_fork_exec", _posixsubprocess.fork_exec)
+
     def uninstall(self) -> None:
+        IMPORT_HOOKS.forget("_posixsubprocess", self._patch_fork_exec)
         self.patches.restore()
 
     def _announce(self, argv: list[str]) -> dict[str, str]:
@@ -249,7 +253,7 @@ class ProcessChannel:
             session = self.session
             pid = result[0]
             if pid > 0 and session is not None and not session.finished:
-                session.guarded(lambda: session.recv("exit", f"{socket.gethostname()}:{pid}",
+                session.guarded(lambda: session.recv("exit", f"{HOST}:{pid}",
                                                      0, 1, {"call": name}))
             return result
 

@@ -27,20 +27,18 @@ memory"). Not seen: memory shared by C code (torch's shared tensors,
 from __future__ import annotations
 
 import os
-import socket
 import weakref
 from time import monotonic_ns
 from types import ModuleType
 
 from distea.tracer.channels.importhooks import IMPORT_HOOKS
 from distea.tracer.channels.patching import Patches
-from distea.tracer.session import TracerSession
+from distea.tracer.session import HOST, TracerSession
 
 TYPE_CHECKING = False  # typing costs every traced process ~5 ms at start-up
 if TYPE_CHECKING:
     from typing import Any
 
-HOST = socket.gethostname()
 KIND = "shm"
 
 

@@ -38,31 +38,30 @@ reentrant): counted as a tracer error.
 
 from __future__ import annotations
 
+import _signal
 import os
-import signal
-import socket
 from time import monotonic_ns
 
+from distea.tracer.channels.importhooks import IMPORT_HOOKS
 from distea.tracer.channels.patching import Patches
-from distea.tracer.session import TracerSession
+from distea.tracer.session import HOST, WRAPPED_HANDLER, TracerSession
 
 TYPE_CHECKING = False  # typing costs every traced process ~5 ms at start-up
 if TYPE_CHECKING:
     from typing import Any
 
-HOST = socket.gethostname()
 KIND = "signal"
 TRACER_DIR = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 CORE_FILES = frozenset(os.path.join(TRACER_DIR, name)
                        for name in ("session.py", "monitor.py", "clock.py"))
-UNWRAPPED = frozenset(int(getattr(signal, name)) for name in (
+UNWRAPPED = frozenset(getattr(_signal, name) for name in (
     "SIGINT", "SIGCHLD", "SIGALRM", "SIGVTALRM", "SIGPROF", "SIGWINCH", "SIGIO", "SIGURG")
-    if hasattr(signal, name))
+    if hasattr(_signal, name))
 """Signals whose handlers are left alone. SIGINT's raise KeyboardInterrupt, whose
 traceback (printed at every Ctrl-C) would show the wrapper's frame; the others
 come from the kernel (a child's end, timers, the terminal, I/O readiness), often
 many times a second (sampling profilers use SIGPROF), not from another process."""
-HANDLER = "_distea_handler"
+HANDLER = WRAPPED_HANDLER
 """Attribute of a wrapper: the program's handler it calls."""
 
 
@@ -102,22 +101,33 @@ class SignalChannel:
         """Signal number → the wrapper we installed for it."""
 
     def install(self, session: TracerSession) -> None:
+        """``os.kill`` and ``os.killpg`` now, ``signal``'s functions once it is imported.
+
+        Until the program imports ``signal`` (which imports ``enum``: ~3 ms
+        that a process that never uses it need not pay), a Python handler can
+        only be one that was installed before the tracer or by it (its
+        flush-on-SIGTERM handler): those are wrapped now, through ``_signal``.
+        """
         self.session = session
-        self._original_signal = self.patches.replace(signal, "signal", self._signal())
-        self._original_getsignal = self.patches.replace(signal, "getsignal", self._getsignal())
         self.patches.replace(os, "kill", self._kill(os.kill))
         if hasattr(os, "killpg"):
             self.patches.replace(os, "killpg", self._killpg(os.killpg))
+        self._wrap_installed()
+        IMPORT_HOOKS.when_imported("signal", self._patch_module)
+
+    def _patch_module(self, signal: Any) -> None:
+        self._original_signal = self.patches.replace(signal, "signal", self._signal())
+        self._original_getsignal = self.patches.replace(signal, "getsignal", self._getsignal())
         if hasattr(signal, "pthread_kill"):
             self.patches.replace(signal, "pthread_kill", self._pthread_kill(signal.pthread_kill))
-        self._wrap_installed()
 
     def uninstall(self) -> None:
         """Put the program's own handlers back where ours still stand (main thread only)."""
+        IMPORT_HOOKS.forget("signal", self._patch_module)
         for signum, wrapper in list(self.wrapped.items()):
             try:
-                if self._original_getsignal(signum) is wrapper:
-                    self._original_signal(signum, getattr(wrapper, HANDLER))
+                if _signal.getsignal(signum) is wrapper:
+                    _signal.signal(signum, getattr(wrapper, HANDLER))
             except (ValueError, OSError, TypeError):
                 pass
         self.wrapped.clear()
@@ -125,11 +135,11 @@ class SignalChannel:
 
     def _wrap_installed(self) -> None:
         """Wrap the Python handlers that were installed before the tracer started."""
-        for signum in signal.valid_signals():
+        for signum in _signal.valid_signals():
             try:
-                handler = self._original_getsignal(signum)
+                handler = _signal.getsignal(signum)
                 if callable(handler) and int(signum) not in UNWRAPPED:
-                    self._original_signal(signum, self._wrapper(signum, handler))
+                    _signal.signal(signum, self._wrapper(signum, handler))
             except (ValueError, OSError, TypeError):
                 continue  # not the main thread, or a signal Python cannot handle
 

@@ -41,14 +41,12 @@ that is not TCP (Unix sockets and pipes have no such counters).
 from __future__ import annotations
 
 import os
-import socket
-import struct
 import sys
 from stat import S_ISSOCK
 from time import monotonic
 
+from distea.tracer.channels.importhooks import IMPORT_HOOKS
 from distea.tracer.channels.patching import Patches
-from distea.tracer.channels.sockets import _address
 from distea.tracer.session import TracerSession
 
 TYPE_CHECKING = False  # typing costs every traced process ~5 ms at start-up
@@ -58,12 +56,16 @@ if TYPE_CHECKING:
 
 KIND = "unseen"
 TCP_INFO_SIZE = 232
-BYTES_RECEIVED = struct.Struct("Q")
 RECEIVED_AT, NOTSENT_AT, SENT_AT = 128, 144, 200
 """Offsets in ``struct tcp_info``: ``tcpi_bytes_received`` (Linux 4.1), ``tcpi_notsent_bytes``
 (4.6), ``tcpi_bytes_sent`` followed by ``tcpi_bytes_retrans`` (4.19)."""
-SENT_SIDE = struct.Struct("QQ")
-NOTSENT = struct.Struct("I")
+
+
+def native_uint(data: bytes, at: int, size: int) -> int:
+    """An unsigned integer of ``struct tcp_info`` (native byte order), without ``struct``
+    (an extension module to load at start-up, for a check made at exit)."""
+    return int.from_bytes(data[at:at + size], sys.byteorder)
+
 FIN_RECEIVED_STATES = frozenset({6, 8, 9, 11})
 """TIME_WAIT, CLOSE_WAIT, LAST_ACK, CLOSING: the peer's FIN is in tcpi_bytes_received."""
 CLOSED_STATE = 7
@@ -149,23 +151,25 @@ def kernel_counts(sock: Any, recorded_sent: int, recorded_received: int) -> Coun
     """The kernel's byte counts of a TCP connection beside the recorded ones, or None
     where the kernel has none. One ``getsockopt`` when nothing is unseen: the
     receive queue is only asked for (``FIONREAD``) when the counters differ."""
-    info = sock.getsockopt(socket.IPPROTO_TCP, socket.TCP_INFO, TCP_INFO_SIZE)
+    import _socket
+
+    info = sock.getsockopt(_socket.IPPROTO_TCP, _socket.TCP_INFO, TCP_INFO_SIZE)
     if len(info) < RECEIVED_AT + 8:
         return None  # a kernel before 4.1: nothing to compare with
     state = info[0]
-    received = BYTES_RECEIVED.unpack_from(info, RECEIVED_AT)[0]
+    received = native_uint(info, RECEIVED_AT, 8)
     if state in FIN_RECEIVED_STATES:
         received -= 1
     if received > recorded_received:
         import fcntl
         import termios
 
-        received -= struct.unpack(
-            "i", fcntl.ioctl(sock.fileno(), termios.FIONREAD, b"\0" * 4))[0]
+        queued = fcntl.ioctl(sock.fileno(), termios.FIONREAD, b"\0" * 4)
+        received -= int.from_bytes(queued, sys.byteorder, signed=True)
     sent = None
     if len(info) >= SENT_AT + 16:
-        bytes_sent, retransmitted = SENT_SIDE.unpack_from(info, SENT_AT)
-        sent = bytes_sent - retransmitted + NOTSENT.unpack_from(info, NOTSENT_AT)[0]
+        bytes_sent, retransmitted = native_uint(info, SENT_AT, 8), native_uint(info, SENT_AT + 8, 8)
+        sent = bytes_sent - retransmitted + native_uint(info, NOTSENT_AT, 4)
     return Counts(sent, received, 1 if state == CLOSED_STATE else 0, recorded_sent,
                   recorded_received)
 
@@ -195,16 +199,17 @@ class UnseenTrafficDetector:
         self.session: TracerSession | None = None
 
     def install(self, session: TracerSession) -> None:
-        if not sys.platform.startswith("linux") or not hasattr(socket, "TCP_INFO"):
-            return
+        if not sys.platform.startswith("linux"):
+            return  # (Linux has TCP_INFO since 2.6)
         self.session = session
         session.audits.append(self.audit)
-        self._patch_close()
+        IMPORT_HOOKS.when_imported("socket", self._patch_close)  # C code needs no socket module
         if not _fork_hooked:
             os.register_at_fork(before=_before_fork)
         _fork_hooked[:] = [self]
 
     def uninstall(self) -> None:
+        IMPORT_HOOKS.forget("socket", self._patch_close)
         self.patches.restore()
         CLAIMED.clear()
         if self.session is not None and self.audit in self.session.audits:
@@ -213,8 +218,8 @@ class UnseenTrafficDetector:
 
     # -- when to look ------------------------------------------------------------
 
-    def _patch_close(self) -> None:
-        original = socket.socket._real_close  # type: ignore[attr-defined]
+    def _patch_close(self, socket: Any) -> None:
+        original = socket.socket._real_close
         detector = self
 
         def _real_close(sock: Any, *args: Any, **kwargs: Any) -> Any:
@@ -279,6 +284,8 @@ class UnseenTrafficDetector:
         if self._inode(sock.fileno()) in self.shared or \
                 local[1] in self._covered_ports() or peer[1] in self._covered_ports():
             return
+        from distea.tracer.channels.sockets import _address
+
         name = f"{_address(local)}>{_address(peer)}"
         session = self.session
         if session is not None:
@@ -378,10 +385,13 @@ class UnseenTrafficDetector:
                           ) -> list[tuple[str, Counts, int]]:
         """(outgoing name, counts, inode) of every TCP connection open in this process
         whose bytes can be compared (not TLS plaintext, not covered, not shared)."""
+        out: list[tuple[str, Counts, int]] = []
+        inodes = self.socket_inodes()
+        if not inodes:
+            return out
         import _socket
 
-        out: list[tuple[str, Counts, int]] = []
-        for fd, inode in self.socket_inodes():
+        for fd, inode in inodes:
             if inode in self.shared:
                 continue
             try:
@@ -389,12 +399,15 @@ class UnseenTrafficDetector:
             except OSError:
                 continue
             try:
-                if probe.type != socket.SOCK_STREAM or \
-                        probe.family not in (socket.AF_INET, socket.AF_INET6):
+                if probe.type != _socket.SOCK_STREAM or \
+                        probe.family not in (_socket.AF_INET, _socket.AF_INET6):
                     continue
                 local, peer = probe.getsockname(), probe.getpeername()
                 if local[1] in covered or peer[1] in covered:
                     continue
+                # here, not above: the collector's Unix socket must not load socket
+                from distea.tracer.channels.sockets import _address
+
                 name = f"{_address(local)}>{_address(peer)}"
                 tls, sent, received = recorded.get(name, (False, 0, 0))
                 if tls:

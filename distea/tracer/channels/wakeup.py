@@ -21,12 +21,9 @@ from __future__ import annotations
 
 import os
 import signal
-import socket
 import stat
 
-from distea.tracer.channels.multiprocessing import pipe_name
 from distea.tracer.channels.patching import Patches
-from distea.tracer.channels.sockets import describe
 from distea.tracer.session import TracerSession
 
 TYPE_CHECKING = False  # typing costs every traced process ~5 ms at start-up
@@ -39,6 +36,12 @@ WHY = "signal wakeup fd (signal.set_wakeup_fd): CPython's C signal handler write
 
 def channel_of(fd: int) -> tuple[str, str] | None:
     """(kind, channel name) that sends on ``fd`` are recorded under, or None."""
+    # imported here: a program that imports signal need not load socket for us
+    import socket
+
+    from distea.tracer.channels.multiprocessing import pipe_name
+    from distea.tracer.channels.sockets import describe
+
     mode = os.fstat(fd).st_mode
     if stat.S_ISFIFO(mode):
         return "pipe", pipe_name(os.fstat(fd).st_ino)
