@@ -19,7 +19,8 @@ def test_quick_run_on_one_tiny_workload_produces_the_table(
 ) -> None:
     code = main(["--quick", "--repeats", "1", "--only", "empty",
                  "--tools", "untraced,distea compact,setprofile",
-                 "--no-precision", "--no-scale", "--no-channels", "--out", str(tmp_path)])
+                 "--no-precision", "--no-scale", "--no-channels", "--no-startup",
+                 "--out", str(tmp_path)])
     assert code == 0
     table = (tmp_path / "latest.md").read_text()
     assert "| workload | untraced (s) | distea compact | setprofile |" in table

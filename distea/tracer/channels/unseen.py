@@ -114,8 +114,8 @@ def claim_transport(fds: dict[int, int], owner: Callable[[], str],
         except OSError:
             continue
         try:
-            if probe.type == socket.SOCK_STREAM and \
-                    probe.family in (socket.AF_INET, socket.AF_INET6):
+            if probe.type == _socket.SOCK_STREAM and \
+                    probe.family in (_socket.AF_INET, _socket.AF_INET6):
                 local, peer = probe.getsockname(), probe.getpeername()
                 if local[1] not in exclude_ports and peer[1] not in exclude_ports:
                     CLAIMED[inode] = owner
