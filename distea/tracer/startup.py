@@ -87,9 +87,22 @@ class DeferredChannel:
         self.session = session
         for name in self.importers:
             IMPORT_HOOKS.watch(name)
+        # The channel's own module may be imported by another channel's module
+        # before the library is (zmq's imports datagrams', which imports socket):
+        # watched, it can be waited for while it executes (see _load).
+        if self.module_name not in sys.modules:
+            IMPORT_HOOKS.watch(self.module_name)
         IMPORT_HOOKS.when_imported(self.library, self._load)
 
     def _load(self, library: object) -> None:
+        if self.module_name in sys.modules:
+            # imported, or still executing (its own import of the library brought us
+            # here, with its class not defined yet): install once it is complete
+            IMPORT_HOOKS.when_imported(self.module_name, self._install)
+        else:
+            self._install(None)
+
+    def _install(self, module: object) -> None:
         session = self.session
         if session is None or session.finished or self.channel is not None:
             return
@@ -111,6 +124,7 @@ class DeferredChannel:
             self.channel.uninstall()
         else:
             IMPORT_HOOKS.forget(self.library, self._load)
+            IMPORT_HOOKS.forget(self.module_name)
 
 
 def _load_channels() -> list[Channel]:

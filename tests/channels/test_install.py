@@ -11,10 +11,12 @@ import socket
 import sys
 import threading
 import types
+from pathlib import Path
 from typing import Any
 
 import zmq
 
+import distea
 from distea.tracer.channels.datagrams import DatagramChannel
 from distea.tracer.channels.files import FileChannel
 from distea.tracer.channels.importhooks import IMPORT_HOOKS, ImportHooks
@@ -24,6 +26,7 @@ from distea.tracer.channels.sockets import SocketChannel
 from distea.tracer.channels.torch_distributed import TorchDistributedChannel
 from distea.tracer.channels.wakeup import WakeupChannel
 from distea.tracer.channels.zmq import ZmqChannel
+from tests.tracing import run_traced
 
 
 class StubSession:
@@ -148,3 +151,38 @@ def test_a_hook_added_while_its_module_executes_runs_once_it_is_complete(
         hooks.remove()
         sys.modules.pop("distea_outer_probe", None)
         sys.modules.pop("distea_inner_probe", None)
+
+
+ZMQ_BEFORE_SOCKET = r'''
+import sys
+import zmq  # first: the zmq channel's module imports the datagram channel's, which imports socket
+import socket
+import subprocess
+
+if len(sys.argv) > 1:
+    out = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
+    out.sendto(b"datagram after zmq", ("127.0.0.1", int(sys.argv[1])))
+    sys.exit()
+inbox = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
+inbox.bind(("127.0.0.1", 0))
+subprocess.run([sys.executable, __file__, str(inbox.getsockname()[1])], check=True)
+print(inbox.recvfrom(100)[0].decode(), zmq.__name__)
+'''
+
+
+def test_a_channel_whose_module_another_channel_imports_first_still_installs(
+        tmp_path: Path) -> None:
+    """``import zmq`` before ``socket``: the zmq channel's module imports the datagram
+    channel's, whose own ``import socket`` fires the socket channels' hook while that
+    module is half executed. The datagram channel must install once it is complete
+    (it failed with a tracer error, and every datagram went unrecorded)."""
+    script = tmp_path / "app.py"
+    script.write_text(ZMQ_BEFORE_SOCKET)
+    traced = run_traced([sys.executable, str(script)], tmp_path, tmp_path / "run")
+    assert traced.result.returncode == 0, traced.result.stderr
+    assert traced.result.stdout.strip() == "datagram after zmq zmq"
+    run = distea.load(traced.run_dir)
+    assert len(run.processes) == 2
+    assert [p.tracer_errors for p in run.processes.values()] == [0, 0]
+    udp = run.matching.by_kind["udp"]
+    assert udp.recvs == 1 and udp.matched == 1, udp
