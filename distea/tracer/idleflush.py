@@ -137,6 +137,11 @@ class IdleFlusher:
                 wake.acquire(timeout=INTERVAL_S)
                 if self._stop or session.finished:
                     break
+                if session.signal_watch is not None:
+                    try:
+                        session.signal_watch.check()
+                    except Exception:
+                        session.errors += 1
                 if not (pending or dirty):
                     continue
                 if time.monotonic() - emitter.last_flush < INTERVAL_S:

@@ -33,6 +33,7 @@ if TYPE_CHECKING:
     from typing import Any
 
     from distea.tracer.seams import Channel, RecvRecorder, SendRecorder
+    from distea.tracer.sigwatch import SignalWatch
 
 SEND, RECV, CHANNEL = int(Tag.SEND), int(Tag.RECV), int(Tag.CHANNEL)
 """Plain ints: packing an IntEnum member costs more than packing its value."""
@@ -142,6 +143,9 @@ class TracerSession:
         self.flusher = IdleFlusher(self)
         """Sends what waits while the program runs no Python (``idleflush.py``)."""
         self.signal_handler: Callable[[int, Any], None] | None = None
+        self.signal_watch: SignalWatch | None = None
+        """Sends a flushed signal again whose handler a blocked main thread did not run
+        (``sigwatch.py``); the idle flusher's thread looks at every turn."""
         self.audits: list[Callable[[str], None]] = []
         """Checks run at the periodic flush and at the end (``audit(reason)``), before
         the final records: the unseen-traffic detector compares kernel counters there."""
@@ -244,6 +248,8 @@ class TracerSession:
         try:
             self._audit(reason)
             self.flusher.stop(for_good=True)
+            if self.signal_watch is not None:
+                self.signal_watch.stop()
             self.monitor.stop()
             if reason != "exec":
                 self.send("exit", f"{HOST}:{os.getpid()}", 0, 1)
@@ -382,6 +388,8 @@ class TracerSession:
             self._begin("fork", token)
             self.monitor.adopt_stack(sys._getframe(1))
             self._restore_our_signal_handlers()
+            if self.signal_watch is not None:
+                self.signal_watch.reset_after_fork()
             self.flusher.reset_after_fork()
         except Exception:
             self.errors += 1

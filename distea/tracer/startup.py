@@ -13,7 +13,14 @@ import sys
 
 from distea.tracer.channels.importhooks import IMPORT_HOOKS
 from distea.tracer.config import PARENT_TOKEN_ENV, TracerConfig
-from distea.tracer.session import FLUSHED_SIGNALS, TracerSession, current, set_current
+from distea.tracer.session import (
+    FLUSHED_SIGNALS,
+    WRAPPED_HANDLER,
+    TracerSession,
+    current,
+    set_current,
+)
+from distea.tracer.sigwatch import SignalWatch
 from distea.wire import UNTRACED_DIR
 
 TYPE_CHECKING = False  # typing costs every traced process ~5 ms at start-up
@@ -204,16 +211,26 @@ def _flush_on_sigterm(session: TracerSession) -> None:
     the main thread (where Python allows it). The process still dies of
     the signal with the same status. A program that installs its own
     handler later simply replaces ours (and exits through atexit, or not).
+    A signal that the main thread misses while it blocks is sent again by
+    the signal watch (``sigwatch.py``), so that the process still dies of it.
     """
     def handler(signum: int, frame: FrameType | None) -> None:
         session.finish("signal")
         _signal.signal(signum, _signal.SIG_DFL)
         _signal.raise_signal(signum)
 
+    def is_ours(signum: int) -> bool:
+        installed = _signal.getsignal(signum)
+        return getattr(installed, WRAPPED_HANDLER, installed) is handler  # or the channel's wrap
+
+    installed = []
     try:
         for signum in FLUSHED_SIGNALS:
             if _signal.getsignal(signum) == _signal.SIG_DFL:
                 _signal.signal(signum, handler)
+                installed.append(signum)
     except ValueError:  # not the main thread (checked so, without importing threading)
         return
     session.signal_handler = handler
+    if installed:
+        session.signal_watch = SignalWatch.start(tuple(installed), is_ours)

@@ -14,7 +14,10 @@ name that that descriptor's sends carry (``meta["why"]`` says who writes
 unseen, ``meta["of"]`` the channel's own kind). The analyzer then pairs that
 channel's receives without trusting its offsets (:mod:`distea.analyzer.match_unseen`).
 Nothing of the call changes: the original runs first, with the same
-arguments, and its result or exception is the program's.
+arguments, and its result or exception is the program's, but for the
+tracer's own descriptor (its signal watch, ``distea/tracer/sigwatch.py``),
+which the program never sees: where only it stood, the call returns -1,
+and it is set again when the program sets -1.
 """
 
 from __future__ import annotations
@@ -71,6 +74,12 @@ class WakeupChannel:
             result = original(fd, *args, **kwargs)
             if session.finished:
                 return result
+            watch = session.signal_watch
+            if watch is not None and isinstance(fd, int):
+                try:  # the tracer's own pipe stays out of the program's sight (sigwatch.py)
+                    result = watch.program_sets(fd, result)
+                except Exception:
+                    session.errors += 1
             try:
                 if isinstance(fd, int) and fd >= 0:
                     channel.mark(fd)

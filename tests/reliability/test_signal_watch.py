@@ -1,0 +1,133 @@
+"""A flush-then-die signal ends a traced process whose main thread is blocked, as untraced.
+
+CPython runs the tracer's flush-on-SIGTERM handler (a Python handler) only in
+the main thread; a signal that another thread takes, or that lands just
+before the main thread blocks, is only noted, and the main thread slept on.
+Untraced, the default action ends the process at once; a spawn ``Pool``
+worker terminated while it waited for the task queue's lock hung for ever,
+traced (distea/tracer/sigwatch.py). A program thread that ``pthread_kill``s
+itself makes the case certain: the C handler runs in that thread, and the main
+thread, blocked on a lock nobody releases, is never interrupted.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from tests.reliability.helpers import PY
+
+DISTEA = Path(sys.executable).parent / "distea"
+TIMEOUT_S = 60
+
+BLOCKED = """
+import multiprocessing, signal, sys, threading, time
+
+def stuck(lock):
+    print("blocking", flush=True)
+    lock.acquire()  # held by nobody who will release it
+    print("woke up", flush=True)
+
+def signal_in_another_thread(signum):
+    def run():
+        time.sleep(0.3)  # the main thread sleeps in sem_wait by now
+        signal.pthread_kill(threading.get_ident(), signum)  # the C handler runs here
+        time.sleep(30)
+    threading.Thread(target=run, daemon=True).start()
+
+def main(signum):
+    lock = multiprocessing.Lock()
+    lock.acquire()
+    signal_in_another_thread(signum)
+    stuck(lock)
+"""
+
+
+def run(args: list[str], cwd: Path, traced: Path | None) -> subprocess.CompletedProcess[str]:
+    """The program, under ``distea run`` when ``traced`` is its run directory; its whole
+    process group is killed if it outlives ``TIMEOUT_S`` (the failure this file is about)."""
+    argv = [str(DISTEA), "run", "-q", "-o", str(traced), "--", *args] if traced else args
+    process = subprocess.Popen(argv, cwd=cwd, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                               text=True, start_new_session=True)
+    try:
+        out, err = process.communicate(timeout=TIMEOUT_S)
+    except subprocess.TimeoutExpired:
+        os.killpg(process.pid, signal.SIGKILL)
+        process.communicate()
+        pytest.fail(f"{' '.join(args)} still ran after {TIMEOUT_S} s "
+                    f"({'traced' if traced else 'untraced'})")
+    return subprocess.CompletedProcess(argv, process.returncode, out, err)
+
+
+def load(run_dir: Path):  # type: ignore[no-untyped-def]
+    from distea.traceformat import load_run
+
+    return load_run(run_dir)
+
+
+@pytest.mark.parametrize("signum", [signal.SIGTERM, signal.SIGHUP], ids=["SIGTERM", "SIGHUP"])
+def test_a_signal_noted_while_the_main_thread_blocks_still_ends_the_process(
+        program, tmp_path: Path, signum: int) -> None:
+    script = program("blocked.py", BLOCKED + f"\nmain({int(signum)})\n")
+
+    plain = run([PY, script.name], script.parent, None)
+    traced = run([PY, script.name], script.parent, tmp_path / "run")
+
+    assert plain.returncode == -signum
+    assert (traced.returncode, traced.stdout) == (plain.returncode, plain.stdout)
+    data = load(tmp_path / "run")
+    main = next(p for p in data.processes.values() if p.argv[-1] == script.name)
+    assert main.end_reason == "signal"  # the tracer's handler ran: its trace is whole
+    received = [e for e in data.messages[main.key]
+                if e.kind == "signal" and e.direction == "recv"]
+    assert [e.channel.rsplit(":", 1)[1] for e in received] == [str(int(signum))]
+    sent = [e for e in data.messages[main.key] if e.kind == "signal" and e.direction == "send"]
+    assert len(sent) == 1  # the program's own pthread_kill; the watch's resend is not the program's
+    assert data.problems == []
+
+
+def test_the_program_sees_only_its_own_wakeup_descriptor(program, tmp_path: Path) -> None:
+    """``set_wakeup_fd`` answers as untraced, and once the program gives its descriptor
+    up, the watch has its pipe back: the blocked main thread still ends."""
+    script = program("wakeup.py", BLOCKED + """
+import socket
+ours, theirs = socket.socketpair()
+ours.setblocking(False)
+print(signal.set_wakeup_fd(ours.fileno()))
+print(signal.set_wakeup_fd(-1) == ours.fileno())
+print(signal.set_wakeup_fd(-1))
+main(int(signal.SIGTERM))
+""")
+    plain = run([PY, script.name], script.parent, None)
+    traced = run([PY, script.name], script.parent, tmp_path / "run")
+
+    assert plain.stdout.splitlines()[:3] == ["-1", "True", "-1"]
+    assert (traced.returncode, traced.stdout) == (plain.returncode, plain.stdout)
+    assert traced.returncode == -signal.SIGTERM
+    assert load(tmp_path / "run").problems == []
+
+
+def test_a_forked_child_has_its_own_watch(program, tmp_path: Path) -> None:
+    script = program("forked.py", BLOCKED + """
+import os
+child = os.fork()
+if child == 0:
+    main(int(signal.SIGTERM))
+    os._exit(0)
+_, status = os.waitpid(child, 0)
+print("child ended by signal", os.WTERMSIG(status) if os.WIFSIGNALED(status) else None)
+""")
+    plain = run([PY, script.name], script.parent, None)
+    traced = run([PY, script.name], script.parent, tmp_path / "run")
+
+    assert f"child ended by signal {int(signal.SIGTERM)}" in plain.stdout
+    assert (traced.returncode, traced.stdout) == (plain.returncode, plain.stdout)
+    data = load(tmp_path / "run")
+    child = next(p for p in data.processes.values() if p.start_method == "fork")
+    assert child.end_reason == "signal"
+    assert data.problems == []
