@@ -61,6 +61,9 @@ if TYPE_CHECKING:
 GRACE_S = 0.1
 """How long the tracer's handler may take to run before the signal is sent again."""
 READ_SIZE = 512
+HIGHEST_FD, LOWEST_HIGH_FD = 1024, 256
+"""The watch's pipe takes the highest free descriptor numbers below 1024 (not the
+process's limit, which may be a million: the kernel's table would grow to it)."""
 
 
 class SignalWatch:
@@ -73,6 +76,7 @@ class SignalWatch:
         """Whether the handler now installed for a signal is the tracer's own."""
         self.read_fd = read_fd
         self.write_fd = write_fd
+        self.inode = os.fstat(read_fd).st_ino
         self.main_thread = _thread.get_ident()
         self.active = True
         """False where the program's own wakeup descriptor took the place of ours."""
@@ -83,9 +87,7 @@ class SignalWatch:
     def start(cls, signals: tuple[int, ...], is_ours: Callable[[int], bool]) -> SignalWatch | None:
         """Set the wakeup descriptor to a new pipe of the watch's (from the main thread),
         unless the program has one: then leave it, and watch nothing (None)."""
-        read_fd, write_fd = os.pipe()
-        os.set_blocking(read_fd, False)
-        os.set_blocking(write_fd, False)  # CPython's C handler never waits
+        read_fd, write_fd = _new_pipe()
         try:
             previous = set_wakeup_fd(write_fd, warn_on_full_buffer=False)
         except (ValueError, OSError):
@@ -100,7 +102,7 @@ class SignalWatch:
 
     def check(self) -> None:
         """Note the flushed signals that came; send one again whose handler did not run."""
-        if not self.active:
+        if not self.active or not self._still_ours():
             return
         try:
             came = read(self.read_fd, READ_SIZE)
@@ -121,6 +123,27 @@ class SignalWatch:
         self.came = (signum, now)  # and again, should this one land in the window too
         pthread_kill(self.main_thread, signum)
 
+    def _still_ours(self) -> bool:
+        """Whether the pipe is still there; made again at its numbers where the program
+        closed it (``os.closerange``), so that CPython's handler never writes to a closed
+        descriptor (it would say so on stderr). Where the program has taken a number
+        of ours since, the watch stops: the descriptor stays set (only the main thread
+        may change it), and signals would reach the program's file, an accepted risk
+        that high numbers make remote."""
+        ends = (self.read_fd, self.write_fd)
+        ours = [_is_pipe(fd, self.inode) for fd in ends]
+        if all(ours):
+            return True
+        if any(_is_open(fd) for fd, is_ours in zip(ends, ours, strict=True) if not is_ours):
+            self.active = False  # taken by the program
+            return False
+        for fd, is_ours in zip(ends, ours, strict=True):
+            if is_ours:
+                os.close(fd)  # the other end was closed: both are made again
+        self.read_fd, self.write_fd = _new_pipe(ends)
+        self.inode = os.fstat(self.read_fd).st_ino
+        return True
+
     def program_sets(self, fd: int, previous: int) -> int:
         """After the program's own ``set_wakeup_fd(fd)`` returned ``previous``: what the
         program should see returned, with the watch's pipe back where the program
@@ -133,22 +156,18 @@ class SignalWatch:
         return previous
 
     def reset_after_fork(self) -> None:
-        """In a forked child (its main thread now): a pipe of its own, not the parent's."""
+        """In a forked child (its main thread now): a pipe of its own, not the parent's,
+        set as the wakeup descriptor where the parent's pipe was."""
         old_read, old_write = self.read_fd, self.write_fd
         self.came = None
         self.main_thread = _thread.get_ident()
+        self.read_fd, self.write_fd = _new_pipe()
+        self.inode = os.fstat(self.read_fd).st_ino
         if self.active:
-            read_fd, write_fd = os.pipe()
-            os.set_blocking(read_fd, False)
-            os.set_blocking(write_fd, False)
-            previous = set_wakeup_fd(write_fd, warn_on_full_buffer=False)
+            previous = set_wakeup_fd(self.write_fd, warn_on_full_buffer=False)
             if previous != old_write:  # the program's, set meanwhile through _signal
                 set_wakeup_fd(previous)
-                os.close(read_fd)
-                os.close(write_fd)
                 self.active = False
-            else:
-                self.read_fd, self.write_fd = read_fd, write_fd
         os.close(old_read)
         os.close(old_write)
 
@@ -167,3 +186,49 @@ class SignalWatch:
                 os.close(fd)
             except OSError:  # closed already (a program's closerange): nothing to give back
                 continue
+
+
+def _new_pipe(numbers: tuple[int, int] | None = None) -> tuple[int, int]:
+    """A pipe whose ends never block (CPython's C handler must not wait), are closed on
+    exec (as every descriptor Python makes), and have high numbers (``numbers``, or
+    the highest free ones below ``HIGHEST_FD``): a program that closes every
+    descriptor and opens files again (a daemon) gets low numbers, not ours."""
+    read_fd, write_fd = os.pipe()
+    os.set_blocking(read_fd, False)
+    os.set_blocking(write_fd, False)
+    wanted = numbers or _free_numbers()
+    if wanted is None:
+        return read_fd, write_fd
+    for fd, target in ((read_fd, wanted[0]), (write_fd, wanted[1])):
+        os.dup2(fd, target, inheritable=False)
+        os.close(fd)
+    return wanted
+
+
+def _free_numbers() -> tuple[int, int] | None:
+    """The two highest descriptor numbers below ``HIGHEST_FD`` (and the process's limit)
+    that nothing uses, or None."""
+    free: list[int] = []
+    fd = min(HIGHEST_FD, os.sysconf("SC_OPEN_MAX")) - 1
+    while len(free) < 2 and fd > LOWEST_HIGH_FD:
+        try:
+            os.fstat(fd)
+        except OSError:
+            free.append(fd)
+        fd -= 1
+    return (free[0], free[1]) if len(free) == 2 else None
+
+
+def _is_open(fd: int) -> bool:
+    try:
+        os.fstat(fd)
+    except OSError:
+        return False
+    return True
+
+
+def _is_pipe(fd: int, inode: int) -> bool:
+    try:
+        return os.fstat(fd).st_ino == inode
+    except OSError:
+        return False

@@ -131,3 +131,24 @@ print("child ended by signal", os.WTERMSIG(status) if os.WIFSIGNALED(status) els
     child = next(p for p in data.processes.values() if p.start_method == "fork")
     assert child.end_reason == "signal"
     assert data.problems == []
+
+
+def test_a_program_that_closes_every_descriptor_still_dies_and_sees_nothing(
+        program, tmp_path: Path) -> None:
+    """A daemon's ``closerange`` closes the watch's pipe too: the watch makes it again
+    at its (high) numbers before a signal comes, so CPython's handler never writes
+    to a closed descriptor ("Exception ignored ... wakeup fd" on stderr), and the
+    blocked main thread still ends. (The tracer's own connection is closed too: the
+    trace may miss records, which the run reports; that is not what is checked here.)"""
+    script = program("daemonish.py", BLOCKED + """
+import os, time
+os.closerange(3, 4096)
+time.sleep(0.3)  # the watch looks every 0.05 s
+main(int(signal.SIGTERM))
+""")
+    plain = run([PY, script.name], script.parent, None)
+    traced = run([PY, script.name], script.parent, tmp_path / "run")
+
+    assert plain.returncode == -signal.SIGTERM
+    assert (traced.returncode, traced.stdout, traced.stderr) == (
+        plain.returncode, plain.stdout, plain.stderr)

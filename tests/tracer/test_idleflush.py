@@ -38,6 +38,7 @@ class FakeSession:
         self.emitter = FakeEmitter()
         self.monitor = FakeMonitor()
         self.flushes = 0
+        self.signal_watch = None  # no flush-then-die handler to watch (sigwatch.py)
 
     def flush_idle(self) -> None:
         self.flushes += 1
