@@ -168,9 +168,10 @@ def start_from_environment() -> TracerSession | None:
         note_untraced(config.run_dir, gone)
         return None
     if PARENT_TOKEN_ENV not in os.environ:  # the first process of the run (bytecode.py)
-        from distea.tracer.bytecode import write_missing_caches
+        from distea.tracer.bytecode import write_image, write_missing_caches
 
         write_missing_caches()
+        write_image(["distea.tracer.startup", *(module for module, _ in CHANNEL_MODULES)])
     return start(config)
 
 

@@ -42,6 +42,7 @@ def _import_tracer():
     ``import msgpack`` behaves as it would untraced.
     """
     try:
+        _preload_tracer(sys.path)
         from distea.tracer.startup import start_from_environment
         if _path_finder().find_spec("msgpack") is None:  # the tracer imports it later
             raise ImportError("No module named 'msgpack'")
@@ -54,6 +55,7 @@ def _import_tracer():
         del sys.modules[name]  # a half-imported attempt from the program's path
     sys.path.append(extra)
     try:
+        _preload_tracer([extra])
         from distea.tracer.emitter import load_msgpack
         from distea.tracer.startup import start_from_environment
 
@@ -104,6 +106,57 @@ def _path_finder():
     import importlib.machinery
 
     return importlib.machinery.PathFinder
+
+
+def _preload_tracer(path):
+    """Execute the tracer's start-up modules from their image, if the distea package
+    that ``path`` imports has one that its sources still match; the imports
+    that follow then find them in ``sys.modules``. ``distea/tracer/bytecode.py``
+    writes the image, and says why. The modules are made with the import
+    system's own functions (spec, loader, module attributes), one after the
+    other in the image's order; one that fails is taken out again, as the
+    import system does, and the imports that follow import it as usual."""
+    bootstrap = sys.modules.get("_frozen_importlib")
+    external = sys.modules.get("_frozen_importlib_external")
+    if bootstrap is None or external is None:
+        return
+    spec = external.PathFinder.find_spec("distea", path)
+    if spec is None or not spec.submodule_search_locations:
+        return
+    package_dir = spec.submodule_search_locations[0]
+    base = os.path.dirname(package_dir)
+    image = os.path.join(package_dir, "tracer", "__pycache__", "startup.%s.opt%d.image"
+                         % (sys.implementation.cache_tag, sys.flags.optimize))
+    try:
+        import marshal
+
+        with open(image, "rb") as stream:
+            image_format, magic, modules = marshal.loads(stream.read())
+        if image_format != "distea-image-1" or magic != external.MAGIC_NUMBER:
+            return
+        for _, relative, _, mtime_ns, size, _ in modules:
+            stat = os.stat(os.path.join(base, relative))
+            if (stat.st_mtime_ns, stat.st_size) != (mtime_ns, size):
+                return  # a source changed since: the import system compiles it
+    except (OSError, EOFError, ValueError, TypeError):
+        return
+    for name, relative, is_package, _, _, code in modules:
+        if name in sys.modules:
+            continue
+        source = os.path.join(base, relative)
+        module_spec = external.spec_from_file_location(
+            name, source, loader=external.SourceFileLoader(name, source),
+            submodule_search_locations=[os.path.dirname(source)] if is_package else None)
+        module = bootstrap.module_from_spec(module_spec)
+        sys.modules[name] = module
+        try:
+            exec(marshal.loads(code), module.__dict__)
+        except BaseException:
+            del sys.modules[name]
+            return
+        package, _, child = name.rpartition(".")
+        if package:
+            setattr(sys.modules[package], child, module)
 
 
 def _chain():
