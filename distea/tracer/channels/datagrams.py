@@ -32,7 +32,6 @@ Pipes and FIFOs are byte streams: :mod:`distea.tracer.channels.pipes`.
 
 from __future__ import annotations
 
-import contextlib
 import os
 import socket
 
@@ -194,8 +193,12 @@ class DatagramChannel:
                      payload: Any) -> None:
         kind, channel, reserved = prepared
         meta: dict[str, Any] = {"fp": fingerprint(payload)}
-        with contextlib.suppress(OSError):
-            meta["src"] = self._name(kind, sock.getsockname())
+        try:
+            source = sock.getsockname()
+        except OSError:  # closed meanwhile: no source to name
+            source = None
+        if source is not None:
+            meta["src"] = self._name(kind, source)
         if channel.startswith(BROADCAST_PREFIX):
             meta["fanout"] = True
         index = self._next(channel, 0)

@@ -61,8 +61,6 @@ from __future__ import annotations
 import os
 import socket
 import stat
-import threading
-import weakref
 import zlib
 from time import monotonic_ns
 from types import ModuleType
@@ -163,6 +161,11 @@ class _Ends:
 
 class MultiprocessingChannel:
     def __init__(self) -> None:
+        # here, not at the top: the datagram channel imports this module's helpers with
+        # ``socket``, and a program that imports only ``socket`` need not load these
+        import threading
+        import weakref
+
         self.patches = Patches()
         self.ends: weakref.WeakKeyDictionary[Any, _Ends | None] = weakref.WeakKeyDictionary()
         self._lock = threading.Lock()

@@ -23,10 +23,8 @@ from __future__ import annotations
 import os
 import select
 import socket
-import struct
 import sys
-import weakref
-from collections.abc import Callable
+from _weakref import ref
 from time import monotonic, monotonic_ns
 from types import ModuleType
 
@@ -39,11 +37,16 @@ from distea.tracer.session import TracerSession
 
 TYPE_CHECKING = False  # typing costs every traced process ~5 ms at start-up
 if TYPE_CHECKING:
+    from collections.abc import Callable
     from typing import Any
+
+# _weakref's ref, and no struct: ``weakref`` (with ``_weakrefset``) and ``struct``
+# are ~2 ms that a traced process pays when it first imports ``socket``.
 
 STREAM_SENDS = ("send", "sendall", "sendmsg")
 STREAM_RECVS = ("recv", "recv_into", "recvmsg", "recvmsg_into")
-PEERCRED = struct.Struct("3i")
+PEERCRED_SIZE = 12
+"""``struct ucred``: pid, uid, gid (three C ints)."""
 UNKNOWN: Any = object()
 """A socket not met yet (``None`` in the table means: met, and not a stream we follow)."""
 
@@ -87,8 +90,8 @@ def _address(addr: Any) -> str:
 def _unix_names(sock: socket.socket) -> tuple[str, str]:
     local, peer = sock.getsockname(), sock.getpeername()
     try:
-        peer_pid = PEERCRED.unpack(
-            sock.getsockopt(socket.SOL_SOCKET, socket.SO_PEERCRED, PEERCRED.size))[0]
+        credentials = sock.getsockopt(socket.SOL_SOCKET, socket.SO_PEERCRED, PEERCRED_SIZE)
+        peer_pid = int.from_bytes(credentials[:4], sys.byteorder, signed=True)
     except OSError:
         peer_pid = 0
     return (_address(local) or f"pid{os.getpid()}", _address(peer) or f"pid{peer_pid}")
@@ -133,11 +136,11 @@ class SocketChannel:
         lookup by id is several times cheaper per message than a WeakKeyDictionary;
         the weak reference kept in ``_watch`` drops the entry while the socket is
         being freed, before CPython can give its id to another object."""
-        self._watch: dict[int, weakref.ref[socket.socket]] = {}
-        self._handshaken: dict[int, tuple[str, weakref.ref[Any]]] = {}
+        self._watch: dict[int, ref[socket.socket]] = {}
+        self._handshaken: dict[int, tuple[str, ref[Any]]] = {}
         """By ``id(sock)``: the outgoing name of every ``SSLSocket`` that began a handshake,
         so that the unseen-traffic detector knows it as TLS before it moves plaintext."""
-        self._tls_names: dict[int, tuple[str, str, weakref.ref[Any]]] = {}
+        self._tls_names: dict[int, tuple[str, str, ref[Any]]] = {}
         """By ``id(ssl_object)``: the channel names :meth:`carry_tls` gave a TLS object
         that has not moved bytes yet."""
 
@@ -185,7 +188,7 @@ class SocketChannel:
         def forget(_: object) -> None:
             names.pop(key, None)
 
-        names[key] = (stream.outgoing, stream.incoming, weakref.ref(tls_object, forget))
+        names[key] = (stream.outgoing, stream.incoming, ref(tls_object, forget))
         return True
 
     def recorded_streams(self) -> list[tuple[str, str, int, int]]:
@@ -237,7 +240,7 @@ class SocketChannel:
             streams.pop(key, None)
             watch.pop(key, None)
 
-        watch[key] = weakref.ref(sock, forget)
+        watch[key] = ref(sock, forget)
         streams[key] = stream
 
     def _patch_handshake(self, cls: type) -> None:
@@ -254,7 +257,7 @@ class SocketChannel:
                 try:
                     stream = describe(sock, "ssl")
                     if stream is not None:
-                        handshaken[key] = (stream.outgoing, weakref.ref(
+                        handshaken[key] = (stream.outgoing, ref(
                             sock, lambda _: handshaken.pop(key, None)))
                 except Exception:
                     session.errors += 1
