@@ -22,7 +22,6 @@ descriptor unused and connects anew (:meth:`ZmtpPush.abandon`).
 from __future__ import annotations
 
 import _socket
-import select
 import time
 from _collections import deque
 
@@ -280,10 +279,14 @@ class ZmtpPush:
             if sock is None:  # waiting to connect again
                 time.sleep(min(remaining, RECONNECT_INTERVAL_S))
                 continue
-            events = select.POLLOUT if self._peer_ready else select.POLLIN
-            poller = select.poll()
-            poller.register(sock, events)
-            poller.poll(max(1, int(remaining * 1000)))  # PEP 475: signals do not end it
+            if self._peer_ready:
+                import select  # here: only a full kernel buffer (a stuck collector) waits so
+
+                poller = select.poll()
+                poller.register(sock, select.POLLOUT)
+                poller.poll(max(1, int(remaining * 1000)))  # PEP 475: signals do not end it
+            else:
+                _wait_readable(sock, remaining)
 
     def _fail(self, reason: str) -> None:
         self.failure = reason
@@ -291,3 +294,17 @@ class ZmtpPush:
             self._sock.close()
             self._sock = None
 
+
+
+def _wait_readable(sock: _socket.socket, timeout: float) -> None:
+    """Until ``sock`` has bytes (or its end, or an error) to read, at most ``timeout``
+    seconds: a timed peek at one byte, left for the read that follows. The
+    collector's greeting is waited for so in every traced process, which then
+    needs no ``select`` (an extension module) to start."""
+    sock.settimeout(timeout)  # PEP 475: a signal does not end the wait
+    try:
+        sock.recv(1, _socket.MSG_PEEK)
+    except OSError:  # timed out, or the error the read that follows will meet
+        return
+    finally:
+        sock.setblocking(False)
