@@ -60,7 +60,8 @@ if TYPE_CHECKING:
 
 GRACE_S = 0.1
 """How long the tracer's handler may take to run before the signal is sent again."""
-READ_SIZE = 512
+READ_SIZE = 65536
+"""A whole pipe buffer: every byte CPython wrote since the last look, at once."""
 HIGHEST_FD, LOWEST_HIGH_FD = 1024, 256
 """The watch's pipe takes the highest free descriptor numbers below 1024 (not the
 process's limit, which may be a million: the kernel's table would grow to it)."""
