@@ -9,7 +9,6 @@ redirections).
 
 from __future__ import annotations
 
-import shlex
 import time
 from collections.abc import Mapping
 
@@ -28,7 +27,22 @@ def _plural(word: str) -> str:
 
 def command_line(*words: str) -> str:
     """A command line that a POSIX shell reads back as exactly these words."""
-    return " ".join(shlex.quote(w) for w in words)
+    return " ".join(shell_quote(w) for w in words)
+
+
+SHELL_SAFE = frozenset("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789"
+                       "_@%+=:,./-")
+"""What ``shlex.quote`` leaves unquoted (``[\\w@%+=:,./-]``, ASCII)."""
+
+
+def shell_quote(word: str) -> str:
+    """``shlex.quote(word)``, without shlex: it imports ``re`` (4 ms), and ``distea
+    run``'s summary quotes its suggested query after every run."""
+    if not word:
+        return "''"
+    if SHELL_SAFE.issuperset(word):
+        return word
+    return "'" + word.replace("'", "'\"'\"'") + "'"
 
 
 def run_outcome(meta: Mapping[str, object]) -> str:
