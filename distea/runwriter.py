@@ -12,8 +12,8 @@ reported.
 
 from __future__ import annotations
 
+import _thread
 import os
-import threading
 import time
 from _socket import gethostname  # socket's own; the socket module costs distea run ~3 ms
 
@@ -95,7 +95,7 @@ class RunWriter:
         self.streams: dict[str, ProcessStream] = {}
         self.stats = CollectorStats()
         self.last_message = time.monotonic()
-        self._lock = threading.Lock()
+        self._lock = _thread.allocate_lock()  # threading.Lock, without threading's imports
 
     def _accept(self, frames: list[bytes]) -> None:
         """Store one message; a bad one is counted, never ends collection."""

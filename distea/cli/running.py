@@ -10,12 +10,12 @@ None for anything else (click then parses, reports errors, prints help):
 
 from __future__ import annotations
 
-import contextlib
 import errno
 import os
 import sys
 
 from distea.launcher import LaunchError, TraceOptions, die_like, trace_command
+from distea.suppressing import suppress
 
 TYPE_CHECKING = False  # not typing's: nothing before the command needs typing (10 ms)
 
@@ -127,12 +127,12 @@ def run_quickly(args: dict[str, Any]) -> None:
 def _exit_now(exc: SystemExit) -> None:
     """``os._exit`` with ``exc``'s status, when nothing else would run at exit."""
     import atexit
-    import threading
 
     code = exc.code
     if code is None:
         code = 0
-    if not isinstance(code, int) or threading.active_count() > 1:
+    threading = sys.modules.get("threading")  # not imported: no thread Python would wait for
+    if not isinstance(code, int) or (threading is not None and threading.active_count() > 1):
         return  # Python prints a message, or waits for the thread: let it
     try:
         atexit._run_exitfuncs()
@@ -172,7 +172,7 @@ def execute(output: str | None, mode: str, include: tuple[str, ...], exclude: tu
                 print_summary(outcome, out)
             except Exception as exc:  # a summary must never cost the command's exit status
                 out.line(f"distea: no summary ({type(exc).__name__}: {exc})")
-    with contextlib.suppress(Exception):  # a speed-up for the next run, never a failure
+    with suppress(Exception):  # a speed-up for the next run, never a failure
         cache_own_bytecode()
     if outcome.signal is not None:
         die_like(outcome.signal)
@@ -210,9 +210,9 @@ def cache_own_bytecode() -> None:
         folder = os.path.dirname(cached)
         if os.access(folder if os.path.isdir(folder) else os.path.dirname(folder), os.W_OK):
             stale.append(source)
-    import threading
+    import _thread
 
-    if stale and threading.active_count() == 1:
+    if stale and not _thread._count():  # no thread runs but this one
         from distea.tracer.bytecode import write_missing_caches
 
         write_missing_caches(stale)

@@ -10,7 +10,10 @@ redirections).
 from __future__ import annotations
 
 import time
-from collections.abc import Mapping
+
+TYPE_CHECKING = False  # not typing's: distea run's summary imports this module
+if TYPE_CHECKING:
+    from collections.abc import Mapping  # collections: 3 ms that the summary need not pay
 
 
 def count(n: int, singular: str, plural: str | None = None) -> str:
