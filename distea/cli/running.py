@@ -185,7 +185,7 @@ def cache_own_bytecode() -> None:
     With ``PYTHONDONTWRITEBYTECODE`` (set in many containers and CI images)
     and an install without bytecode (uv's default), every ``distea run``
     compiled the launcher, the collector and the summary from source again:
-    about 20 ms of each run on our test machine. As the tracer does for its
+    20 to 40 ms of each run on our test machine. As the tracer does for its
     own modules (:mod:`distea.tracer.bytecode`), this writes the caches that
     are missing or older than their source, once the command has ended and
     the summary is printed: only the first run pays, and it pays after the
