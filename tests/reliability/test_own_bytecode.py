@@ -27,8 +27,8 @@ def copy_of_distea(tmp_path: Path) -> Path:
 
 
 def distea_run(package: Path, run_dir: Path) -> subprocess.CompletedProcess[str]:
-    env = {**os.environ, "PYTHONDONTWRITEBYTECODE": "1",
-           "PYTHONPATH": str(package.parent)}
+    env = {**os.environ, "PYTHONDONTWRITEBYTECODE": "1", "PYTHONPATH": str(package.parent),
+           "XDG_CACHE_HOME": str(package.parent.parent / "cache")}  # the copy's tracer path
     return subprocess.run([sys.executable, "-c", PROGRAM, "run", "-o", str(run_dir), "--",
                            "/bin/true"], env=env, cwd=package.parent, capture_output=True,
                           text=True, timeout=60)
