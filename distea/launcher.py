@@ -22,7 +22,6 @@ collector is started here: :mod:`distea.remoterun` runs the command.
 from __future__ import annotations
 
 import _signal as signal  # the signal module's own functions, without its enums (~2 ms)
-import contextlib
 import os
 import sys
 import time
@@ -35,6 +34,7 @@ from distea.rundir import (
     new_run_id,
     write_run_meta,
 )
+from distea.suppressing import suppress
 from distea.tracer.config import (
     CONFIG_ENV,
     PARENT_TOKEN_ENV,
@@ -273,7 +273,7 @@ def listen(endpoint: str) -> int:
     descriptor) accepts it.
     """
     path = endpoint[len("ipc://"):]
-    with contextlib.suppress(FileNotFoundError):
+    with suppress(FileNotFoundError):
         os.unlink(path)  # as ZeroMQ's own bind does
     listener = Socket(AF_UNIX, SOCK_STREAM)
     try:
@@ -350,7 +350,7 @@ def trace_command(command: list[str], output: StrPath | None,
             still_open = [s.key for s in streams]
             summary = collector.summary(streams)
         elif not notes:
-            with contextlib.suppress(OSError):
+            with suppress(OSError):
                 os.close(listener)  # never handed over: the command could not start
         unlink_socket(endpoint)
         if private is not None:
@@ -369,7 +369,7 @@ def trace_command(command: list[str], output: StrPath | None,
 
 
 def unlink_socket(endpoint: str) -> None:
-    with contextlib.suppress(FileNotFoundError):
+    with suppress(FileNotFoundError):
         os.unlink(endpoint[len("ipc://"):])
 
 
@@ -418,7 +418,7 @@ def run_child(command: list[str], env: dict[str, str],
     def forward(signum: int, frame: FrameType | None) -> None:
         if reaped or (signum == signal.SIGINT and _in_terminal_foreground()):
             return  # once reaped, the pid may be another process's
-        with contextlib.suppress(ProcessLookupError):
+        with suppress(ProcessLookupError):
             os.kill(pid, signum)
 
     previous = {s: signal.signal(s, forward) for s in FORWARDED_SIGNALS}
@@ -450,7 +450,7 @@ def die_like(signum: int) -> None:
     """End this process by ``signum``, as the traced command ended (no core file)."""
     import resource
 
-    with contextlib.suppress(ValueError, OSError):
+    with suppress(ValueError, OSError):
         resource.setrlimit(resource.RLIMIT_CORE, (0, 0))
     sys.stdout.flush()
     sys.stderr.flush()

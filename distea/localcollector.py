@@ -19,21 +19,23 @@ process behind a connection before its first batch arrives.
 One thread, one ``poll`` loop that sleeps until a socket has something; a
 pipe wakes it for ``drain`` and ``close``. The sockets are ``_socket``'s (the
 ``socket`` and ``selectors`` modules would only add imports to every
-``distea run``).
+``distea run``), the thread and its locks ``_thread``'s: ``threading``
+imports ``functools`` and ``collections``, about 4 ms of every run, for a
+thread that needs none of its machinery.
 """
 
 from __future__ import annotations
 
-import contextlib
+import _thread
 import os
 import select
 import struct
-import threading
 import time
 from _socket import SO_PEERCRED, SOL_SOCKET
 from _socket import socket as Socket
 
 from distea.runwriter import ProcessStream, RunWriter, alive
+from distea.suppressing import suppress
 from distea.tracer.zmtp import GREETING, GREETING_SIZE, LONG, MORE, command
 
 TYPE_CHECKING = False  # not typing's: distea run imports this module
@@ -59,7 +61,7 @@ class Connection:
         self.ready = False
         self.parts: list[bytes] = []
         self.pid = 0
-        with contextlib.suppress(OSError):
+        with suppress(OSError):
             self.pid = PEERCRED.unpack(
                 sock.getsockopt(SOL_SOCKET, SO_PEERCRED, PEERCRED.size))[0]
 
@@ -117,39 +119,64 @@ class LocalCollector(RunWriter):
         self._poll.register(self._listener.fileno(), select.POLLIN)
         self._poll.register(self._wake_read, select.POLLIN)
         self._connections: dict[int, Connection] = {}
-        self._stop = threading.Event()
+        self._stopping = False
         self._asked = 0
         """How many times ``drain`` has asked for a pass of the loop."""
         self._served = 0
         """The last ``_asked`` that a whole pass of the loop has answered."""
-        self._pass = threading.Condition(self._lock)
-        """Notified at the end of every pass of the loop."""
-        self._thread = threading.Thread(target=self._loop, name="distea-collector", daemon=True)
+        self._pass_ended = _thread.allocate_lock()
+        """Released by the loop at the end of a pass (when held): ``drain`` waits on it.
+        Only the loop releases it, so a release never finds it free."""
+        self._pass_ended.acquire()
+        self._running = _thread.allocate_lock()
+        """Held from ``start`` until the loop's thread ends."""
 
     def start(self) -> LocalCollector:
-        self._thread.start()
+        self._running.acquire()
+        try:
+            _thread.start_new_thread(self._run, ())
+        except BaseException:
+            self._running.release()
+            raise
         return self
+
+    def _run(self) -> None:
+        """The collector's thread (a daemon, as every ``_thread`` thread: it never
+        holds up this process's exit)."""
+        try:
+            self._loop()
+        finally:
+            self._running.release()
+
+    def _alive(self) -> bool:
+        return self._running.locked()
+
+    def _wait_for_a_pass(self, timeout: float) -> None:
+        """Until a pass of the loop ends (perhaps one that ended before this call), or
+        ``timeout``: the callers look at what they wait for again either way."""
+        self._pass_ended.acquire(timeout=timeout)
 
     # -- the loop ----------------------------------------------------------------------
 
     def _loop(self) -> None:
         listener = self._listener.fileno()
-        while not self._stop.is_set():
+        while not self._stopping:
             ready = self._poll.poll()
-            with self._pass:
+            with self._lock:
                 asked = self._asked  # what drain asked before this pass looked at anything
             for fd, _ in ready:
                 if fd == listener:
                     self._accept_all()
                 elif fd == self._wake_read:
-                    with contextlib.suppress(OSError):
+                    with suppress(OSError):
                         os.read(self._wake_read, 4096)
                 elif fd in self._connections:
                     self._read(self._connections[fd])
             self._accept_all()  # what queued in the backlog meanwhile, every pass
-            with self._pass:
+            with self._lock:
                 self._served = asked
-                self._pass.notify_all()
+            if self._pass_ended.locked():
+                self._pass_ended.release()
 
     def _accept_all(self) -> None:
         while True:
@@ -201,7 +228,7 @@ class LocalCollector(RunWriter):
         conn.sock.close()
 
     def _wake(self) -> None:
-        with contextlib.suppress(OSError):  # full: the loop has a wake-up waiting already
+        with suppress(OSError):  # full: the loop has a wake-up waiting already
             os.write(self._wake_write, b"\0")
 
     # -- the end of a run ------------------------------------------------------------------
@@ -222,22 +249,22 @@ class LocalCollector(RunWriter):
         """
         del quiet  # kept for the Collector's signature: this side needs no settle time
         deadline = time.monotonic() + timeout
-        with self._pass:
+        with self._lock:
             self._asked += 1
             ticket = self._asked
         self._wake()
-        while time.monotonic() < deadline and self._thread.is_alive():
-            with self._pass:
-                if self._served < ticket:
-                    self._pass.wait(DRAIN_CHECK_S)
-                    continue
+        while time.monotonic() < deadline and self._alive():
+            with self._lock:
+                served = self._served >= ticket
                 holders = list(self._connections.values())
+            if not served:
+                self._wait_for_a_pass(DRAIN_CHECK_S)
+                continue
             if not holders:
                 break
             if all(self._outlives(c) for c in holders) and not self.open_processes():
                 break
-            with self._pass:
-                self._pass.wait(DRAIN_CHECK_S)  # the next pass, or a look at the holders again
+            self._wait_for_a_pass(DRAIN_CHECK_S)  # the next pass, or a look at the holders again
         return self.open_processes()
 
     def _outlives(self, conn: Connection) -> bool:
@@ -246,11 +273,12 @@ class LocalCollector(RunWriter):
         return stream is not None and stream.final and alive(stream)
 
     def close(self) -> None:
-        self._stop.set()
+        self._stopping = True
         self._wake()
-        self._thread.join(timeout=5)
+        if self._running.acquire(timeout=5):  # the loop's thread has ended
+            self._running.release()
         for conn in list(self._connections.values()):
-            with contextlib.suppress(OSError, KeyError):
+            with suppress(OSError, KeyError):
                 self._forget(conn)
         self._listener.close()
         os.close(self._wake_read)

@@ -1,18 +1,19 @@
 """The run directory's layout and its writing side: names, creation, ``run.json``.
 
 Shared by :mod:`distea.launcher` (``distea run`` creates the directory before
-the command starts, so this module imports nothing heavier than ``json``: paths
-are strings or path objects, as the caller has them, never ``pathlib``'s, whose
-import costs ``distea run`` several milliseconds) and :mod:`distea.traceformat`
+the command starts, so this module imports nothing heavy: paths are strings or
+path objects, as the caller has them, never ``pathlib``'s, whose import costs
+``distea run`` several milliseconds; run.json is written by
+:mod:`distea.jsontext`, not ``json``) and :mod:`distea.traceformat`
 (which reads it back).
 """
 
 from __future__ import annotations
 
-import json
 import os
 import time
 
+from distea.jsontext import dumps
 from distea.wire import FORMAT_VERSION
 
 TYPE_CHECKING = False  # not typing's: nothing before the command starts needs it
@@ -50,5 +51,5 @@ def write_run_meta(path: str | PathLike[str], meta: dict[str, Any]) -> None:
     """Write run.json atomically so a reader never sees half of it."""
     tmp = os.path.join(path, RUN_META + ".tmp")
     with open(tmp, "w") as out:
-        out.write(json.dumps({"format": FORMAT_VERSION, **meta}, indent=2, sort_keys=True))
+        out.write(dumps({"format": FORMAT_VERSION, **meta}, indent=2, sort_keys=True))
     os.replace(tmp, os.path.join(path, RUN_META))
