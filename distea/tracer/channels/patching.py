@@ -53,20 +53,6 @@ def unbound(function: Any) -> Any:
     return made
 
 
-class suppress:
-    """``contextlib.suppress`` without ``contextlib`` (which imports ``functools`` and
-    ``collections``: ~2 ms of a traced process's start-up)."""
-
-    def __init__(self, *exceptions: type[BaseException]) -> None:
-        self.exceptions = exceptions
-
-    def __enter__(self) -> None:
-        return None
-
-    def __exit__(self, kind: type[BaseException] | None, *rest: object) -> bool:
-        return kind is not None and issubclass(kind, self.exceptions)
-
-
 _ALL: list[ref[Patches]] = []
 """Every :class:`Patches` made, by weak reference (a few per process; not a WeakSet:
 ``weakref`` and ``_weakrefset`` cost a traced process ~1 ms at start-up)."""

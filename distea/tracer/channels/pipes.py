@@ -67,7 +67,8 @@ import sys
 from _thread import get_ident
 from time import monotonic_ns
 
-from distea.tracer.channels.patching import GUARD, Patches, suppress
+from distea.suppressing import suppress
+from distea.tracer.channels.patching import GUARD, Patches
 from distea.tracer.session import HOST, TracerSession
 
 TYPE_CHECKING = False  # typing costs every traced process ~5 ms at start-up
