@@ -12,7 +12,7 @@ resource usage, so the collector thread of ``distea run`` is counted):
 - **per traced process**: a parent starts 20 ``python -c pass`` children one
   after the other; (traced - untraced - what ``distea run`` costs itself) / 21
   is what one traced process adds to its own start and exit (target: 10 ms);
-- **``distea run`` itself**: ``distea run -- /bin/true`` against ``/bin/true``
+- **``distea run`` itself**: ``distea run -q -- /bin/true`` against ``/bin/true``
   (the launcher, the collector, the final drain; target: 30 ms);
 - **spawn ``Pool(4)``** and **a 6-process program** (target: 1.3x);
 - **every sample system**, the whole command (target: 1.2x);
@@ -118,7 +118,7 @@ def measure_startup(repeats: int = 7, samples: bool = True,
         m = compared([sys.executable, str(starter)], repeats, folder, scratch)
         rows.append(_added("per traced process (20 x python -c pass)", m, own, CHILDREN + 1,
                            PER_PROCESS_TARGET_MS))
-        rows.append(_added("distea run itself (distea run -- /bin/true)", own, None, 1,
+        rows.append(_added("distea run itself (distea run -q -- /bin/true)", own, None, 1,
                            RUN_ITSELF_TARGET_MS))
         print(markdown(rows), file=sys.stderr, flush=True)
         with_coverage = ("untraced", "distea compact", "coverage sysmon")

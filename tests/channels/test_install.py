@@ -186,3 +186,26 @@ def test_a_channel_whose_module_another_channel_imports_first_still_installs(
     assert [p.tracer_errors for p in run.processes.values()] == [0, 0]
     udp = run.matching.by_kind["udp"]
     assert udp.recvs == 1 and udp.matched == 1, udp
+
+
+LOADED_WITH_SOCKET = """
+import sys
+import socket
+print(sorted(m.rsplit(".", 1)[1] for m in sys.modules if m.startswith("distea.tracer.channels.")
+             and m.rsplit(".", 1)[1] in ("amqp", "resp", "tls_memory")))
+import asyncio
+print(sorted(m.rsplit(".", 1)[1] for m in sys.modules if m.startswith("distea.tracer.channels.")
+             and m.rsplit(".", 1)[1] in ("amqp", "resp", "tls_memory")))
+"""
+
+
+def test_a_process_that_imports_socket_loads_no_broker_or_memory_tls_code(
+        tmp_path: Path) -> None:
+    """The broker protocols' modules load at a process's first client stream, asyncio's
+    TLS module with ``asyncio.sslproto``: a multiprocessing worker, which imports
+    ``socket`` and connects nowhere, pays for neither (~1.5 ms of its start)."""
+    script = tmp_path / "app.py"
+    script.write_text(LOADED_WITH_SOCKET)
+    traced = run_traced([sys.executable, str(script)], tmp_path, tmp_path / "run")
+    assert traced.result.returncode == 0, traced.result.stderr
+    assert traced.result.stdout.splitlines() == ["[]", "['tls_memory']"]

@@ -28,17 +28,18 @@ from _weakref import ref
 from time import monotonic, monotonic_ns
 from types import ModuleType
 
-from distea.tracer.channels.amqp import AmqpStream, looks_like_amqp
 from distea.tracer.channels.importhooks import IMPORT_HOOKS
 from distea.tracer.channels.patching import Patches
-from distea.tracer.channels.resp import RespStream, looks_like_resp
-from distea.tracer.channels.tls_memory import MemoryTls
 from distea.tracer.session import TracerSession
 
 TYPE_CHECKING = False  # typing costs every traced process ~5 ms at start-up
 if TYPE_CHECKING:
     from collections.abc import Callable
     from typing import Any
+
+    from distea.tracer.channels.amqp import AmqpStream
+    from distea.tracer.channels.resp import RespStream
+    from distea.tracer.channels.tls_memory import MemoryTls
 
 # _weakref's ref, and no struct: ``weakref`` (with ``_weakrefset``) and ``struct``
 # are ~2 ms that a traced process pays when it first imports ``socket``.
@@ -87,6 +88,23 @@ def _address(addr: Any) -> str:
     return str(addr)
 
 
+def broker_protocol(first: Any) -> RespStream | AmqpStream | None:
+    """The broker protocol (Redis's RESP, AMQP 0-9-1) that a client's first bytes open,
+    followed message by message (``resp.py``, ``amqp.py``); None for any other.
+
+    Their modules are imported here, at a process's first client stream, not with
+    ``socket``: a process that imports it and never connects (a multiprocessing
+    worker) does not load them."""
+    from distea.tracer.channels.amqp import AmqpStream, looks_like_amqp
+    from distea.tracer.channels.resp import RespStream, looks_like_resp
+
+    if looks_like_resp(first):
+        return RespStream()
+    if looks_like_amqp(first):
+        return AmqpStream()
+    return None
+
+
 def _unix_names(sock: socket.socket) -> tuple[str, str]:
     local, peer = sock.getsockname(), sock.getpeername()
     try:
@@ -131,6 +149,8 @@ class SocketChannel:
         self.patches = Patches()
         self.datagrams: Any = None
         """Set by the datagram channel: told of ``send``/``recv`` calls on non-streams."""
+        self.memory_tls: MemoryTls | None = None
+        """asyncio's TLS in memory, once ``asyncio.sslproto`` is imported."""
         self.streams: dict[int, _Stream | None] = {}
         """By ``id(sock)``; None: a socket that is not a stream we follow. A plain dict
         lookup by id is several times cheaper per message than a WeakKeyDictionary;
@@ -151,8 +171,14 @@ class SocketChannel:
         for name in STREAM_RECVS:
             self._patch_recv(socket.socket, name, "tcp")
         IMPORT_HOOKS.when_imported("ssl", self._patch_ssl)
+        IMPORT_HOOKS.when_imported("asyncio.sslproto", self._patch_sslproto)
+
+    def _patch_sslproto(self, sslproto: ModuleType) -> None:
+        """asyncio's TLS in memory (``tls_memory.py``), loaded only with asyncio."""
+        from distea.tracer.channels.tls_memory import MemoryTls
+
         self.memory_tls = MemoryTls(self)
-        self.memory_tls.install(session)
+        self.memory_tls.patch(self.session, sslproto)
 
     def _patch_ssl(self, ssl: ModuleType) -> None:
         self._patch_send(ssl.SSLSocket, "send", "ssl")
@@ -164,7 +190,9 @@ class SocketChannel:
 
     def uninstall(self) -> None:
         IMPORT_HOOKS.forget("ssl")
-        self.memory_tls.uninstall()
+        IMPORT_HOOKS.forget("asyncio.sslproto", self._patch_sslproto)
+        if self.memory_tls is not None:
+            self.memory_tls.uninstall()
         self.patches.restore()
 
     def carry_tls(self, tls_object: Any, sock: socket.socket) -> bool:
@@ -304,10 +332,8 @@ class SocketChannel:
                     stream = new_stream(sock, kind)
                     if stream is not None:
                         stream.timed = True  # this end spoke first: a client
-                        if name != "sendmsg" and looks_like_resp(data):
-                            stream.resp = RespStream()
-                        elif name != "sendmsg" and looks_like_amqp(data):
-                            stream.resp = AmqpStream()
+                        if name != "sendmsg":
+                            stream.resp = broker_protocol(data)
                 if stream is not None:
                     sent = (len(data) if plain_sendall and type(data) is bytes
                             else counted(data, result))

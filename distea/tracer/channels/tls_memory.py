@@ -26,7 +26,6 @@ from __future__ import annotations
 import socket
 from types import ModuleType
 
-from distea.tracer.channels.importhooks import IMPORT_HOOKS
 from distea.tracer.channels.patching import Patches
 from distea.tracer.session import TracerSession
 
@@ -44,15 +43,9 @@ class MemoryTls:
         self.sockets = sockets
         self.patches = Patches()
 
-    def install(self, session: TracerSession) -> None:
+    def patch(self, session: TracerSession, sslproto: ModuleType) -> None:
+        """Patch ``asyncio.sslproto`` (the socket channel calls this once it is imported)."""
         self.session = session
-        IMPORT_HOOKS.when_imported("asyncio.sslproto", self._patch_sslproto)
-
-    def uninstall(self) -> None:
-        IMPORT_HOOKS.forget("asyncio.sslproto")
-        self.patches.restore()
-
-    def _patch_sslproto(self, sslproto: ModuleType) -> None:
         protocol_cls = sslproto.SSLProtocol
         original = protocol_cls.connection_made
         session, tie = self.session, self.tie
@@ -66,6 +59,9 @@ class MemoryTls:
 
         connection_made.__wrapped__ = original  # type: ignore[attr-defined]
         self.patches.replace(protocol_cls, "connection_made", connection_made)
+
+    def uninstall(self) -> None:
+        self.patches.restore()
 
     def tie(self, tls_object: Any, transport: Any) -> bool:
         """Record ``tls_object``'s plaintext as the connection of ``transport``'s socket.
