@@ -28,10 +28,11 @@ import os
 import subprocess
 import sys
 import time
-import zlib
 from typing import Any
 
 import zmq
+
+from benchmarks.workloads.crc_forge import forge
 
 TARGET = 0x5EED1E55
 WORKERS = 3
@@ -44,26 +45,8 @@ START_S = 1.5
 
 
 def alike(text: str) -> bytes:
-    """``text`` and four bytes that bring its CRC-32 to ``TARGET``.
-
-    CRC-32 of a fixed-length message is affine in its bits over GF(2): the
-    four bytes are the solution of a 32 x 32 linear system."""
-    prefix = text.encode()
-    base = zlib.crc32(prefix + bytes(4))
-    columns = [(zlib.crc32(prefix + (1 << bit).to_bytes(4, "little")) ^ base, 1 << bit)
-               for bit in range(32)]
-    want, solution = TARGET ^ base, 0
-    for pivot in range(32):
-        mask = 1 << pivot
-        k = next(k for k in range(pivot, 32) if columns[k][0] & mask)
-        columns[pivot], columns[k] = columns[k], columns[pivot]
-        for j in range(32):
-            if j != pivot and columns[j][0] & mask:
-                columns[j] = (columns[j][0] ^ columns[pivot][0], columns[j][1] ^ columns[pivot][1])
-    for pivot in range(32):
-        if want & (1 << pivot):
-            solution ^= columns[pivot][1]
-    return prefix + solution.to_bytes(4, "little")
+    """``text`` and four bytes that bring its CRC-32 to ``TARGET``."""
+    return forge(text.encode(), TARGET)
 
 
 class Account:

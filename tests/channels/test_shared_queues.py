@@ -19,26 +19,7 @@ from tests.tracing import run_traced, run_untraced
 FORGE = '''
 import zlib
 
-def forge(prefix: bytes, target: int) -> bytes:
-    """``prefix`` + 4 bytes whose CRC-32 is ``target``: CRC-32 is affine in the
-    appended bits, so solve the 32 x 32 system over GF(2)."""
-    base = zlib.crc32(prefix + bytes(4))
-    rows = []  # (column of the linear map as an int, bit it stands for)
-    for bit in range(32):
-        x = (1 << bit).to_bytes(4, "little")
-        rows.append((zlib.crc32(prefix + x) ^ base, 1 << bit))
-    want, solution = target ^ base, 0
-    for pivot in range(32):  # Gaussian elimination on the columns
-        mask = 1 << pivot
-        k = next(k for k in range(pivot, 32) if rows[k][0] & mask)
-        rows[pivot], rows[k] = rows[k], rows[pivot]
-        for j in range(32):
-            if j != pivot and rows[j][0] & mask:
-                rows[j] = (rows[j][0] ^ rows[pivot][0], rows[j][1] ^ rows[pivot][1])
-    for pivot in range(32):
-        if want & (1 << pivot):
-            solution ^= rows[pivot][1]
-    return prefix + solution.to_bytes(4, "little")
+from benchmarks.workloads.crc_forge import forge
 '''
 
 QUEUES = FORGE + '''
