@@ -152,3 +152,21 @@ main(int(signal.SIGTERM))
     assert plain.returncode == -signal.SIGTERM
     assert (traced.returncode, traced.stdout, traced.stderr) == (
         plain.returncode, plain.stdout, plain.stderr)
+
+
+def test_the_program_sees_the_default_where_only_the_tracers_handler_stands(
+        program, tmp_path: Path) -> None:
+    """The flush-then-die handler ends the process as the default action does; the
+    program asks ``signal`` and hears ``SIG_DFL``, as untraced (CPython's
+    ``test_signal.PosixTests.test_getsignal`` failed traced)."""
+    script = program("asks.py", """
+import signal
+print(repr(signal.getsignal(signal.SIGTERM)), repr(signal.getsignal(signal.SIGHUP)))
+previous = signal.signal(signal.SIGHUP, lambda *args: None)
+print(repr(previous), isinstance(previous, signal.Handlers))
+""")
+    plain = run([PY, script.name], script.parent, None)
+    traced = run([PY, script.name], script.parent, tmp_path / "run")
+
+    assert "<Handlers.SIG_DFL: 0>" in plain.stdout
+    assert (traced.returncode, traced.stdout) == (plain.returncode, plain.stdout)

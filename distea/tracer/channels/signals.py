@@ -116,6 +116,7 @@ class SignalChannel:
         IMPORT_HOOKS.when_imported("signal", self._patch_module)
 
     def _patch_module(self, signal: Any) -> None:
+        self._default = signal.SIG_DFL
         self._original_signal = self.patches.replace(signal, "signal", self._signal())
         self._original_getsignal = self.patches.replace(signal, "getsignal", self._getsignal())
         if hasattr(signal, "pthread_kill"):
@@ -185,7 +186,7 @@ class SignalChannel:
             previous = channel._original_signal(signalnum, installed)
             if installed is handler:
                 channel.wrapped.pop(int(signalnum), None)
-            return getattr(previous, HANDLER, previous)
+            return channel._as_installed_by_program(previous)
 
         return signal_
 
@@ -193,10 +194,19 @@ class SignalChannel:
         channel = self
 
         def getsignal(signalnum: Any) -> Any:
-            handler = channel._original_getsignal(signalnum)
-            return getattr(handler, HANDLER, handler)
+            return channel._as_installed_by_program(channel._original_getsignal(signalnum))
 
         return getsignal
+
+    def _as_installed_by_program(self, handler: Any) -> Any:
+        """What the program installed: its own handler where our wrapper stands, and
+        ``SIG_DFL`` where only the tracer's flush-then-die handler does (it ends the
+        process as the default action would: CPython's ``test_getsignal`` saw it)."""
+        handler = getattr(handler, HANDLER, handler)
+        session = self.session
+        if session is not None and handler is not None and handler is session.signal_handler:
+            return self._default
+        return handler
 
     # -- send side ---------------------------------------------------------------
 
