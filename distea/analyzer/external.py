@@ -71,6 +71,8 @@ def _why(r: int, kind: str, channel: str, order: Order, sent_on: set[tuple[str, 
         return "the process left no exit record (killed, or its last records lost)"
     if r in order.demoted_receives:
         return "pairing demoted (closed a cycle), no earlier send"
+    if kind == "signal":  # one channel per host and number: the sends name their targets
+        return "no traced process sent it to this one (the kernel, a terminal, or untraced)"
     if (kind, channel) in sent_on and kind in STREAM_KINDS | {"pipe"}:
         return "bytes beyond the recorded sends (unseen write or lost records)"
     if (kind, channel) in sent_on:

@@ -53,6 +53,9 @@ class TimedResult:
     edges: list[tuple[int, int]] = field(default_factory=list)
     matched: int = 0
     unmatched_sends: int = 0
+    without_edge: list[int] = field(default_factory=list)
+    """Receives counted matched that no other process's send orders: their own
+    process's send or a semaphore's initial count let them through."""
 
 
 @dataclass(slots=True)
@@ -138,6 +141,8 @@ def match_timed(events: Sequence[MessageEvent], proc_of: Sequence[int], kind: st
         used.update(chosen)
         if chosen or own or kind == "sem":
             result.matched += 1
+            if not chosen:
+                result.without_edge.append(r)
     if kind == "signal":
         result.unmatched_sends = len(set(sends) - used)
     return result

@@ -161,7 +161,8 @@ class Matching:
     (:mod:`distea.analyzer.children`)."""
     explained: set[int] = field(default_factory=set)
     """Receives counted matched or relayed that may have no edge: from a relay or a
-    non-Python child, ordered by their own process's clock (never external)."""
+    non-Python child, a signal its own process sent, a semaphore's initial count;
+    ordered by their own process's clock (never external)."""
 
     @property
     def sends(self) -> int:
@@ -344,6 +345,7 @@ def _match_group(m: Matching, kind: str, sends: list[int], recvs: list[int],
     elif kind in TIMED_KINDS:
         timed = match_timed(m.events, m.proc_of, kind, sends, recvs)
         m.edges.extend(timed.edges)
+        m.explained.update(timed.without_edge)
         result.matched, result.unmatched_sends = timed.matched, timed.unmatched_sends
     elif kind == "shm":
         pass  # attaches, no pairs: sharers are ordered at query time (analyzer.shared)

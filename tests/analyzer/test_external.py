@@ -34,6 +34,23 @@ def test_every_external_receive_has_its_reason(tb: TraceBuilder) -> None:
     assert NO_EXIT in line
 
 
+def test_receives_counted_matched_without_an_edge_have_no_reason(tb: TraceBuilder) -> None:
+    # A signals itself (pid 11) and takes it; B's first acquire passes on the initial
+    # count; C's handler runs for a signal nobody traced sent: only C's is external.
+    # (CPython's test_signal, traced, said "10006 signal: more receives than recorded
+    # sends" beside "29 receives have no recorded send".)
+    a, b, c = tb.process("A"), tb.process("B"), tb.process("C")
+    a.send(1, "signal", "h:signal:10", t=100, pid=11)
+    a.recv(2, "signal", "h:signal:10", t=150, pid=11, pgid=11)
+    b.recv(1, "sem", "h:sem:/mp-1", t=50)
+    c.recv(1, "signal", "h:signal:10", t=400, pid=13, pgid=13)
+    run = load(tb)
+    assert (run.matching.matched, run.matching.external) == (2, 1)
+    assert dict(run.external_reasons) == {
+        "signal: no traced process sent it to this one (the kernel, a terminal, or "
+        "untraced)": 1}
+
+
 def test_a_non_python_child_in_the_middle_is_a_relay(tb: TraceBuilder) -> None:
     # P starts ``sort`` (stdin pipe 1, stdout pipe 2); W writes pipe 1 at W 2 and again
     # at W 8, after hearing from R; R reads pipe 2 at R 4.
