@@ -5,8 +5,9 @@ that is not part of an installed environment (the stdlib, site-packages, a
 virtual environment) and not distea itself. ``--include``/``--exclude``
 globs, matched against module names and file paths, move code in or out.
 Decisions are cached per file name: there are far fewer files than code
-objects. The deciding itself is kept cheap too, because every file a
-process runs code from is decided once, in that process (hundreds for a
+objects, and resolved directories per directory: there are fewer still.
+The deciding itself is kept cheap too, because every file a process runs
+code from is decided once, in that process (hundreds for a
 program that imports numpy): the prefix test comes before the module name
 when no ``--include``/``--exclude`` pattern needs the name, and the resolved
 ``sys.path`` entries are cached for as long as ``sys.path`` and the working
@@ -51,6 +52,7 @@ class Scope:
         self.exclude = exclude
         self._excluded_dirs = tuple(d for d in _environment_dirs() if not self.root.startswith(d))
         self._files: dict[str, str | None] = {}
+        self._real_dirs: dict[str, str] = {}
         self._bases_key: tuple[object, ...] | None = None
         self._bases: list[str] = []
 
@@ -67,7 +69,7 @@ class Scope:
     def _classify(self, filename: str) -> str | None:
         if not filename or filename.startswith("<"):
             return None
-        path = os.path.realpath(filename)
+        path = self._real_path(filename)
         if not self.include and not self.exclude:
             if not path.startswith(self.root) or path.startswith(self._excluded_dirs):
                 return None
@@ -80,6 +82,18 @@ class Scope:
         if not path.startswith(self.root) or path.startswith(self._excluded_dirs):
             return None
         return module
+
+    def _real_path(self, filename: str) -> str:
+        """``os.path.realpath(filename)``, resolving each directory once: a module
+        imported after the tracer starts costs one ``lstat`` instead of one per
+        path component (a pool worker imports ~40 of multiprocessing's files)."""
+        directory, name = os.path.split(filename)
+        if not os.path.isabs(directory) or os.path.islink(filename):
+            return os.path.realpath(filename)  # relative: the working directory may change
+        real = self._real_dirs.get(directory)
+        if real is None:
+            real = self._real_dirs[directory] = os.path.realpath(directory)
+        return os.path.join(real, name)
 
     @staticmethod
     def _matches(patterns: tuple[str, ...], module: str, path: str) -> bool:

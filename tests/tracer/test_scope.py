@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import sys
 from pathlib import Path
 
@@ -56,3 +57,27 @@ def test_include_glob_adds_library_code(tmp_path: Path) -> None:
     names = traced_names(tmp_path, "--include", "json.*")
     assert "json.dumps" in names
     assert "app.main" in names
+
+
+def test_a_file_is_resolved_as_realpath_resolves_it(tmp_path: Path) -> None:
+    """Directories are resolved once each; a symlinked directory or file still lands
+    where ``os.path.realpath`` says (a package linked into the project is the user's,
+    a module linked out of it is not)."""
+    from distea.tracer.scope import Scope
+
+    root, outside = tmp_path / "project", tmp_path / "elsewhere"
+    (root / "pkg").mkdir(parents=True)
+    (outside / "lib").mkdir(parents=True)
+    for path in (root / "pkg" / "own.py", outside / "lib" / "far.py"):
+        path.write_text("")
+    (root / "linked").symlink_to(outside / "lib")  # a directory linked out of the project
+    (root / "pkg" / "alias.py").symlink_to(outside / "lib" / "far.py")  # a file linked out
+    (outside / "lib" / "back.py").symlink_to(root / "pkg" / "own.py")  # a file linked in
+    scope = Scope(str(root))
+    files = [root / "pkg" / "own.py", root / "pkg" / "alias.py", root / "linked" / "far.py",
+             outside / "lib" / "back.py", outside / "lib" / "far.py"]
+    for path in files * 2:  # the second time from the directory cache
+        resolved = scope._real_path(str(path))
+        assert resolved == os.path.realpath(path), path
+    assert [scope._classify(str(path)) is not None for path in files] == [
+        True, False, False, True, False]
