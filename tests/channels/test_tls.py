@@ -111,7 +111,17 @@ def block_client(port, starttls):
 # -- memory BIO by hand (a library doing its own TLS) ---------------------------
 
 def sslobject_client(port):
-    sock = socket.create_connection(("127.0.0.1", port))
+    sslobject_over(socket.create_connection(("127.0.0.1", port)))
+
+
+def inner_client(port):
+    """TLS inside TLS: an ``SSLObject`` by hand over an ``SSLSocket``."""
+    sock = client_context().wrap_socket(socket.create_connection(("127.0.0.1", port)),
+                                        server_hostname="localhost")
+    sslobject_over(sock)
+
+
+def sslobject_over(sock):
     incoming, outgoing = ssl.MemoryBIO(), ssl.MemoryBIO()
     obj = client_context().wrap_bio(incoming, outgoing, server_hostname="localhost")
 
@@ -197,6 +207,21 @@ async def async_client(port, starttls):
         pass
 
 
+async def inner_server(_starttls):
+    """TLS inside TLS: ``start_tls`` on a connection that is TLS already."""
+    done = asyncio.Event()
+
+    async def inner(reader, writer):
+        await writer.start_tls(server_context())
+        await handle(reader, writer, False, done)
+
+    server = await asyncio.start_server(inner, "127.0.0.1", 0, ssl=server_context())
+    print(server.sockets[0].getsockname()[1], flush=True)
+    await done.wait()
+    server.close()
+    await server.wait_closed()
+
+
 class EchoProtocol(asyncio.Protocol):
     """A plain protocol (not streams): its transport.write goes through the SSL transport."""
 
@@ -262,6 +287,8 @@ if __name__ == "__main__":
             block_server(tls_upgrade)
         elif kind.startswith("proto-"):
             run(protocol_server(tls_upgrade), kind.split("-")[1])
+        elif kind == "inner":
+            run(inner_server(tls_upgrade), "std")
         else:
             run(async_server(tls_upgrade), kind)
     else:
@@ -270,6 +297,8 @@ if __name__ == "__main__":
             block_client(port, tls_upgrade)
         elif kind == "sslobject":
             sslobject_client(port)
+        elif kind == "inner":
+            inner_client(port)
         else:
             run(async_client(port, tls_upgrade), kind)
 '''
@@ -288,9 +317,9 @@ CLIENT_IMPACTED = {
               "app.use_reply"},
     "std": {"app.<module>", "app.run", "app.async_client", "app.build_request",
             "app.use_reply"},
-    "sslobject": {"app.<module>", "app.sslobject_client", "app.build_request",
-                  "app.use_reply", "app.sslobject_client.<locals>.pump_in",
-                  "app.sslobject_client.<locals>.pump_out"},
+    "sslobject": {"app.<module>", "app.sslobject_client", "app.sslobject_over",
+                  "app.build_request", "app.use_reply", "app.sslobject_over.<locals>.pump_in",
+                  "app.sslobject_over.<locals>.pump_out"},
 }
 CLIENT_IMPACTED["uvloop"] = CLIENT_IMPACTED["std"]
 REQUESTS = [(0, 8), (8, 16), (16, 24)]
@@ -385,6 +414,28 @@ def test_tls_distea_cannot_tie_is_a_problem_line_and_ordered_safely(
     assert len(lines) == 2, traced.run.problems  # one per direction
     assert all("not paired by byte offsets" in line for line in lines)
     _check_impact(traced, server, "sslobject")
+
+
+def test_tls_inside_tls_pairs_at_the_outer_layer(tmp_path: Path) -> None:
+    """asyncio ``start_tls`` on a TLS connection against an ``SSLObject`` driven by hand
+    over an ``SSLSocket`` (CPython's ``test_create_server_ssl_over_ssl``): both ends
+    record the outer layer's plaintext (the inner layer's ciphertext), and it pairs."""
+    traced = _traced(tmp_path, "inner", "inner")
+    server, client = _process(traced, "server"), _process(traced, "client")
+    edges, recvs = traced.edges("ssl"), traced.events("ssl", "recv")
+    assert len(edges) == len(recvs) > 0
+    for s, r in edges:
+        assert s.channel == r.channel and s.start < r.end <= s.end and s.process != r.process
+    for process in (server, client):
+        ranges = sorted((r.start, r.end) for r in recvs if r.process == process)
+        assert ranges[0][0] == 0 and all(a[1] == b[0] for a, b in pairwise(ranges))
+    counts = traced.run.matching.by_kind["ssl"]
+    assert counts.matched == counts.recvs and counts.external == counts.ambiguous == 0
+    assert "tcp" not in traced.run.matching.by_kind
+    assert not traced.run.problems, traced.run.problems
+    impacted = traced.run.impact("app.build_request").impacted
+    assert {"app.handle", "app.transform"} <= set(impacted[server])
+    assert {"app.build_request", "app.use_reply"} <= set(impacted[client])
 
 
 IDLE = r'''

@@ -13,6 +13,12 @@ object's ``write``/``read`` record plaintext under the socket's channel
 names, kind ``ssl``, and the socket's own bytes are only counted, for the
 unseen-traffic detector.
 
+TLS inside TLS (``start_tls`` on a transport that is itself TLS): only the
+outer layer, the one on the socket, is tied; its plaintext is the inner
+layer's ciphertext, which is what an ``SSLSocket`` peer records (CPython's
+``test_asyncio.test_ssl``, ``test_create_server_ssl_over_ssl``, recorded
+both layers under one channel, and 6,355 receives could not pair).
+
 An ``SSLObject`` that nothing tied to a socket (a library running TLS in
 memory by itself; uvloop, whose asyncio boundary records the plaintext the
 protocol sees) records nothing: the bytes of its carrier are recorded as
@@ -49,10 +55,12 @@ class MemoryTls:
         protocol_cls = sslproto.SSLProtocol
         original = protocol_cls.connection_made
         session, tie = self.session, self.tie
+        tls_transport = getattr(sslproto, "_SSLProtocolTransport", ())
 
         def connection_made(protocol: Any, transport: Any) -> Any:
             try:
-                tie(protocol._sslobj, transport)
+                if not isinstance(transport, tls_transport):
+                    tie(protocol._sslobj, transport)
             except Exception:
                 session.errors += 1
             return original(protocol, transport)
