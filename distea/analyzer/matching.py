@@ -621,7 +621,9 @@ def _match_mixed(m: Matching, groups: list[tuple[str, list[int], list[int]]],
         results.append(result)
     every_send = [s for _, sends, _ in groups for s in sends]
     for result, recvs in zip(results, unpaired, strict=True):
-        result.ambiguous += order_unpaired(m, recvs, every_send, mixed)
+        ambiguous, own = order_unpaired(m, recvs, every_send, mixed)
+        result.ambiguous += ambiguous
+        result.matched += own
     used = {s for s, _ in m.edges[edges_from:]}
     used.update(s for _, chains in m.uncertain[uncertain_from:] for c in chains for s in c)
     for (kind, sends, recvs), result in zip(groups, results, strict=True):

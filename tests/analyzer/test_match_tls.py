@@ -63,3 +63,24 @@ def test_one_level_at_both_ends_is_not_a_problem(tb: TraceBuilder) -> None:
     m = run.matching
     assert (m.matched, m.ambiguous, m.external) == (2, 0, 0)
     assert not run.problems
+
+
+def test_both_ends_in_one_process_need_no_edge(tb: TraceBuilder) -> None:
+    # A test suite's asyncio client (plaintext) and a thread server driving an SSLObject
+    # by hand (ciphertext), in one process: its clock orders each send before the
+    # receives that follow it; a receive on a channel nobody sent on stays external.
+    proc = tb.process("suite")
+    proc.send(1, "ssl", "c>s", 0, 4)
+    proc.recv(2, "tcp", "c>s", 0, 517)
+    proc.recv(3, "tcp", "c>s", 517, 600)
+    proc.recv(4, "ssl", "x>s", 0, 8)      # TLS on a channel with no send at all ...
+    proc.recv(5, "tcp", "x>s", 0, 100)    # ... recorded at two levels
+    run = load(tb)
+    m = run.matching
+    assert not m.uncertain
+    assert (m.matched, m.ambiguous, m.external) == (2, 0, 2)
+    assert dict(run.external_reasons) == {"ssl: untraced peer x": 1,
+                                          "tcp: untraced peer x": 1}
+    (line,) = [p for p in run.problems if "'c>s' was recorded as ssl and tcp" in p]
+    assert "2 have the other end in their own process" in line
+
