@@ -196,6 +196,30 @@ def test_exit_code_and_output_unchanged(program, tmp_path: Path) -> None:
     assert "fails.compute" in next(iter(traced.data.executions.values()))
 
 
+def test_a_preexec_fn_sets_the_childs_environment_as_untraced(program, tmp_path: Path
+                                                              ) -> None:
+    """``os.putenv`` in a ``preexec_fn`` reaches the child (CPython's
+    ``test_subprocess.test_preexec`` failed traced: the tracer's variables went in as
+    a whole environment, which replaced the one the preexec_fn had set); the child is
+    still traced and linked to its parent."""
+    script = program("preexec.py", """
+        import os, subprocess, sys
+        def spawn():
+            return subprocess.run(
+                [sys.executable, "-c", "import os; print(os.getenv('FRUIT'))"],
+                capture_output=True, text=True, preexec_fn=lambda: os.putenv("FRUIT", "apple"),
+                check=True).stdout
+        print(spawn().strip())
+    """)
+    traced = run_traced([sys.executable, script.name], script.parent, tmp_path / "run")
+    untraced = run_untraced([sys.executable, script.name], script.parent)
+    assert untraced.stdout == "apple\n"
+    assert (traced.result.returncode, traced.result.stdout) == (0, untraced.stdout)
+    parents = parent_of(traced.data)
+    (root,) = [k for k, parent in parents.items() if parent is None]
+    assert len(parents) == 2 and list(parents.values()).count(root) == 1
+
+
 def test_the_tracer_starts_without_importing_typing(program, tmp_path: Path) -> None:
     """typing costs a traced process ~5 ms at start-up; a program that does not
     import it must not pay for it (the tracer's seams are for type checkers)."""

@@ -45,6 +45,8 @@ WAIT_NAMES = ("waitpid", "wait", "wait3", "wait4")
 STD_FDS_AT = (0, 3, 5)
 """Where ``fork_exec``'s arguments after ``env`` hold the child's stdin, stdout and stderr
 descriptors (``p2cread``, ``c2pwrite``, ``errwrite``; -1: inherited), in 3.12 and 3.13."""
+PREEXEC_AT = 15
+"""Where they hold ``preexec_fn`` (None: none), in 3.12 and 3.13."""
 
 
 def _is_python(argv: Sequence[Any]) -> bool:
@@ -114,6 +116,22 @@ def _with_variables(env: list[bytes] | None, variables: dict[str, str]) -> list[
     return items
 
 
+def _setting_after(rest: tuple[Any, ...], variables: dict[str, str]) -> tuple[Any, ...]:
+    """``fork_exec``'s arguments after ``env`` with a ``preexec_fn`` that runs the
+    program's, then sets ``variables`` in the child: the child inherits the environment
+    as the program's ``preexec_fn`` left it (``os.putenv`` there: CPython's
+    ``test_subprocess.test_preexec``), which an environment list would replace."""
+    program_preexec = rest[PREEXEC_AT]
+    putenv = os.putenv
+
+    def preexec() -> None:
+        program_preexec()
+        for name, value in variables.items():
+            putenv(name, value)
+
+    return (*rest[:PREEXEC_AT], preexec, *rest[PREEXEC_AT + 1:])
+
+
 def _environ_list() -> list[bytes]:
     return [k + b"=" + v for k, v in os.environb.items()]
 
@@ -179,7 +197,9 @@ class ProcessChannel:
             variables: dict[str, str] = {}
             try:
                 variables = self._announce(_decoded(args))
-                if variables:
+                if variables and env is None and len(rest) > PREEXEC_AT and rest[PREEXEC_AT]:
+                    rest = _setting_after(rest, variables)
+                elif variables:
                     env = _with_variables(env, variables)
             except Exception:
                 if self.session is not None:
