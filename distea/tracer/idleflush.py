@@ -17,8 +17,9 @@ Invariants:
 
 - never more than one flusher thread, and none across ``fork``: the
   session's before-fork hook calls :meth:`IdleFlusher.stop`, which wakes
-  the thread and waits until it is gone (the emitter's lock, which the
-  flush takes, is then free for ``Emitter.suspend``). It is started again
+  the thread and waits until it is gone, from the kernel's list of the
+  process's threads too (the emitter's lock, which the flush takes, is then
+  free for ``Emitter.suspend``). It is started again
   in the child at once, and in the parent at the session's next service
   call (:meth:`ensure`): not in the parent's after-fork hook, since Python
   counts the process's threads for its "multi-threaded fork" warning after
@@ -40,6 +41,7 @@ from __future__ import annotations
 
 import _signal
 import _thread
+import os
 import time
 
 TYPE_CHECKING = False  # typing costs every traced process ~5 ms at start-up
@@ -50,6 +52,8 @@ INTERVAL_S = 0.05
 """How often the thread looks; records reach the collector within about twice this."""
 STOP_TIMEOUT_S = 2.0
 """The longest ``stop`` waits for the thread (a flush is bounded by the transport)."""
+EXIT_WAIT_S = 0.05
+"""The longest ``stop`` waits, after that, for the kernel to drop the thread."""
 
 
 class IdleFlusher:
@@ -66,6 +70,8 @@ class IdleFlusher:
         self._control = _thread.allocate_lock()
         """Held while a thread starts or stops the flusher (never two threads at once)."""
         self._stop = False
+        self._native_id = 0
+        """The running thread's kernel id (0: none yet)."""
 
     def ensure(self) -> None:
         """Start the thread if it is not running (cheap when it is).
@@ -112,6 +118,7 @@ class IdleFlusher:
                 self._wake.release()
             if self._gone.acquire(timeout=STOP_TIMEOUT_S):
                 self._gone.release()
+                _wait_until_exited(self._native_id)
         finally:
             self._control.release()
 
@@ -126,6 +133,7 @@ class IdleFlusher:
             self.ensure()
 
     def _run(self) -> None:
+        self._native_id = _thread.get_native_id()
         session = self.session
         emitter = session.emitter
         pending = emitter.pending
@@ -152,3 +160,20 @@ class IdleFlusher:
                     session.errors += 1
         finally:
             gone.release()
+
+
+def _wait_until_exited(native_id: int) -> None:
+    """Wait until the kernel no longer lists the thread ``native_id`` (at most
+    ``EXIT_WAIT_S``): it released ``_gone`` on its way out, but Python counts the
+    process's threads in ``/proc/self/stat`` right after a ``fork``, and a thread
+    still exiting then made a traced ``os.fork`` warn that the process is
+    multi-threaded (``DeprecationWarning``), under load. Linux only; elsewhere
+    there is no such list to read, and nothing to wait for."""
+    task = f"/proc/self/task/{native_id}"
+    deadline = time.monotonic() + EXIT_WAIT_S
+    while native_id and time.monotonic() < deadline:
+        try:
+            os.stat(task)
+        except OSError:
+            return
+        time.sleep(0.0002)
