@@ -137,7 +137,8 @@ class UntracedChild:
     token: str | None = None
     """The spawn token of its start (the channel of its parent's ``proc`` send), if known."""
     pipes: tuple[str | None, ...] = ()
-    """Pipe channel names of its stdin, stdout and stderr (None: not a pipe), if known."""
+    """Pipe channel names of its stdin, stdout and stderr, then of the pipe its forked
+    process reports a failed ``exec`` on (None: not a pipe), if known."""
 
 
 @dataclass(frozen=True, slots=True)

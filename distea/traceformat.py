@@ -29,7 +29,8 @@ Records are msgpack arrays whose first item is a :class:`Tag`:
   STATS    [8, {dropped_events, tracer_errors, ...}]   (cumulative; latest wins)
   END      [9, clock, reason]
   UNTRACED [10, pid, argv, reason(, {token, pipes})]   (extra: a non-Python child's
-                                        spawn token and stdin/stdout/stderr pipe names)
+                                        spawn token and stdin/stdout/stderr/exec-error
+                                        pipe names)
   LINK     [11, kind, end_a, end_b]     (two channel ends of one pipe/socketpair)
   CHANNEL  [12, cid, kind, channel]     (declares channel number cid of this log)
 

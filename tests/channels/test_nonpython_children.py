@@ -45,6 +45,34 @@ def test_reading_a_non_python_child_is_explained(tmp_path: Path) -> None:
     assert any("cat" in note for note in traced.run.notes)
 
 
+MISSING = r'''
+import subprocess
+
+def try_to_start():
+    try:
+        subprocess.run(["no-such-program-here"])
+    except FileNotFoundError as exc:
+        return exc.strerror
+
+print(try_to_start())
+'''
+
+
+def test_a_failed_exec_is_explained(tmp_path: Path) -> None:
+    # the forked child writes exec's error in C on a pipe the parent reads: it comes
+    # from the spawn (CPython's test_subprocess read 2,085 such errors, all external)
+    folder = tmp_path / "app"
+    folder.mkdir()
+    (folder / "missing.py").write_text(MISSING)
+    traced = run_both(folder / "missing.py")
+    assert traced.stdout == "No such file or directory\n"
+    m = traced.run.matching
+    assert m.external == 0 and m.ambiguous == 0, traced.run.problems
+    [child] = m.children
+    assert child.outputs == 1 and child.child.pipes[3]
+    assert not traced.run.external_reasons
+
+
 QUIET = r'''
 import subprocess
 

@@ -42,9 +42,11 @@ UNTRACEABLE_FLAGS = {"-I": "isolated mode (-I)", "-S": "site disabled (-S)",
                      "-E": "environment ignored (-E)"}
 EXEC_NAMES = ("execv", "execve")
 WAIT_NAMES = ("waitpid", "wait", "wait3", "wait4")
-STD_FDS_AT = (0, 3, 5)
+STD_FDS_AT = (0, 3, 5, 7)
 """Where ``fork_exec``'s arguments after ``env`` hold the child's stdin, stdout and stderr
-descriptors (``p2cread``, ``c2pwrite``, ``errwrite``; -1: inherited), in 3.12 and 3.13."""
+descriptors (``p2cread``, ``c2pwrite``, ``errwrite``; -1: inherited) and the pipe on
+which its forked process reports a failed ``exec`` (``errpipe_write``), in 3.12 and
+3.13."""
 PREEXEC_AT = 15
 """Where they hold ``preexec_fn`` (None: none), in 3.12 and 3.13."""
 
@@ -89,9 +91,10 @@ def _spawn_std_fds(file_actions: Any) -> list[int | None]:
 
 
 def _pipe_names(fds: Sequence[Any]) -> list[str | None]:
-    """The pipe channel name of each of the child's descriptors 0, 1, 2 that is a pipe,
-    else None; ``fds`` as ``fork_exec`` takes them, where -1 means inherited: the parent's
-    own 0, 1 or 2 (None: not a descriptor of ours)."""
+    """The pipe channel name of each of the child's descriptors 0, 1, 2 (and its
+    exec-error pipe) that is a pipe, else None; ``fds`` as ``fork_exec`` takes them,
+    where -1 means inherited: the parent's own 0, 1 or 2 (None: not a descriptor of
+    ours)."""
     names: list[str | None] = []
     for std, fd in enumerate(fds):
         fd = std if fd == -1 else fd
