@@ -220,6 +220,35 @@ def test_a_preexec_fn_sets_the_childs_environment_as_untraced(program, tmp_path:
     assert len(parents) == 2 and list(parents.values()).count(root) == 1
 
 
+def test_the_programs_own_errors_are_not_tracer_errors(tmp_path: Path) -> None:
+    """``fork_exec`` given arguments it rejects, a pipe written after its descriptor was
+    closed under it: the program meets the same errors as untraced, and the run counts
+    no tracer error (CPython's ``test_subprocess`` showed "counted 4 tracer error(s)")."""
+    from tests.channels.support import run_both
+
+    script = tmp_path / "app" / "errors.py"
+    script.parent.mkdir()
+    script.write_text("""
+import _posixsubprocess, os
+try:
+    _posixsubprocess.fork_exec(1, [b"true"], True, (), None, 2, -1, -1, -1, -1, -1, -1,
+                               *os.pipe(), False, False, -1, None, None, None, -1, None,
+                               False)
+except TypeError as exc:
+    print("fork_exec:", type(exc).__name__)
+r, w = os.pipe()
+stream = open(w, "wb", buffering=0)
+os.close(w)
+try:
+    stream.write(b"x")
+except OSError as exc:
+    print("write:", exc.strerror)
+""")
+    traced = run_both(script)
+    assert traced.stdout == "fork_exec: TypeError\nwrite: Bad file descriptor\n"
+    assert traced.errors() == 0, traced.run.problems
+
+
 def test_the_tracer_starts_without_importing_typing(program, tmp_path: Path) -> None:
     """typing costs a traced process ~5 ms at start-up; a program that does not
     import it must not pay for it (the tracer's seams are for type checkers)."""

@@ -141,6 +141,9 @@ class FileIO(io.FileIO):
             return self._distea_pipe
         try:
             st = os.fstat(self.fileno())
+        except (OSError, ValueError):
+            return None  # closed under the file: the I/O that follows fails, as untraced
+        try:
             pipe = channel.counts_of(st.st_ino) if stat.S_ISFIFO(st.st_mode) else None
         except Exception:
             channel.error()

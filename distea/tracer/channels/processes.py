@@ -198,6 +198,7 @@ class ProcessChannel:
         def fork_exec(args: Any, executable_list: Any, close_fds: Any, pass_fds: Any,
                       cwd: Any, env: Any, *rest: Any) -> Any:
             variables: dict[str, str] = {}
+            failed = False
             try:
                 variables = self._announce(_decoded(args))
                 if variables and env is None and len(rest) > PREEXEC_AT and rest[PREEXEC_AT]:
@@ -205,9 +206,12 @@ class ProcessChannel:
                 elif variables:
                     env = _with_variables(env, variables)
             except Exception:
-                if self.session is not None:
-                    self.session.errors += 1
+                failed = True
+            # arguments that fork_exec rejects (CPython's test_subprocess passes some on
+            # purpose) raise here: the program's error, not the tracer's
             pid = original(args, executable_list, close_fds, pass_fds, cwd, env, *rest)
+            if failed and self.session is not None:
+                self.session.errors += 1
             self._note_not_python(pid, args, variables.get(PARENT_TOKEN_ENV),
                                   [rest[k] for k in STD_FDS_AT if k < len(rest)])
             return pid
