@@ -126,3 +126,25 @@ def test_marked_channel_is_paired_without_offsets(tmp_path: Path) -> None:
     result = run.impact("app.work")
     assert {run.processes[k].role: s for k, s in result.starts.items()} == {"A": 3, "B": 1}
     assert any("signal wakeup fd (test)" in p for p in run.problems)
+
+
+def test_exactly_ordered_wakeup_channels_share_one_line(tmp_path: Path) -> None:
+    """By hand: three event loops of one process, each with its own self-pipe marked,
+    each read only after its own process's send (ordered exactly): one line for the
+    three. A fourth, also read by a forked child's write, keeps its own line."""
+    tb = TraceBuilder(tmp_path / "run")
+    a, b = tb.process("A"), tb.process("B")
+    clock = 0
+    for n in range(4):
+        a.link("socketpair", f"h:sock:{n}r", f"h:sock:{n}w")
+        a.send(clock := clock + 1, "untrusted", f"h:sock:{n}w", 0, 0,
+               why="signal wakeup fd (test)", of="unix")
+        a.send(clock := clock + 1, "unix", f"h:sock:{n}w", 0, 1)
+        a.recv(clock := clock + 1, "unix", f"h:sock:{n}r", 0, 1)
+    b.send(1, "unix", "h:sock:3w", 0, 1)
+    run = load(tb)
+    lines = [p for p in run.problems if "signal wakeup fd (test)" in p]
+    assert len(lines) == 2, lines
+    assert lines[0].startswith("unix channel 'h:sock:3r': ") and "1 are ordered after" in lines[0]
+    assert lines[1].startswith("3 unix channels ('h:sock:0r', ...): ")
+    assert "their 3 receives" in lines[1]
