@@ -75,7 +75,11 @@ TYPE_CHECKING = False  # typing costs every traced process ~5 ms at start-up
 if TYPE_CHECKING:
     from typing import Any
 
+    from distea.tracer.channels.socket_fds import SocketFds, SocketStream
+
 KIND = "pipe"
+SOCKET = -2
+"""In the descriptor cache: a connected stream socket (:mod:`.socket_fds`)."""
 OPEN_PARAMETERS = ("file", "mode", "buffering", "encoding", "errors", "newline", "closefd",
                    "opener")
 STD_STREAMS = (("stdin", 0), ("stdout", 1), ("stderr", 2))
@@ -218,7 +222,12 @@ class PipeChannel:
         self.patches = Patches()
         self.session: TracerSession | None = None
         self.fds: dict[int, int] = {}
-        """fd → pipe inode; -1 for a descriptor known not to be a pipe."""
+        """fd → pipe inode; ``SOCKET`` for a stream socket; -1 for a descriptor known to be
+        neither."""
+        self.socket_fds: SocketFds | None = None
+        """Stream sockets met through ``os.read``/``os.write`` (made at the first)."""
+        self.fd_sockets: dict[int, SocketStream] = {}
+        """fd → its stream, for the descriptors cached as ``SOCKET``."""
         self.pipes: dict[int, _Counts] = {}
         """pipe inode → its counts in this process (inherited by a forked child)."""
         self.std_streams: list[Any] = []
@@ -334,16 +343,43 @@ class PipeChannel:
         return written
 
     def pipe_inode(self, fd: int) -> int:
-        """The pipe inode behind ``fd``, or -1; a cached pipe is checked again."""
+        """The pipe inode behind ``fd``, ``SOCKET`` for a connected stream socket (its
+        stream in :attr:`fd_sockets`), or -1; a cached pipe or socket is checked again."""
         ino = self.fds.get(fd)
-        if ino is None or ino >= 0:
+        if ino is None or ino != -1:
             try:
                 st = os.fstat(fd)
             except OSError:
                 return -1
-            ino = st.st_ino if stat.S_ISFIFO(st.st_mode) else -1
+            if stat.S_ISFIFO(st.st_mode):
+                ino = st.st_ino
+            elif stat.S_ISSOCK(st.st_mode) and self._socket_stream(fd, st.st_ino):
+                ino = SOCKET
+            else:
+                ino = -1
             self.fds[fd] = ino
         return ino
+
+    def _socket_stream(self, fd: int, inode: int) -> bool:
+        """Whether ``fd`` is a connected stream socket; if so, its stream is kept."""
+        if self.socket_fds is None:
+            from distea.tracer.channels.socket_fds import SocketFds
+
+            self.socket_fds = SocketFds()
+        stream = self.socket_fds.stream(fd, inode)
+        if stream is None:
+            return False
+        self.fd_sockets[fd] = stream
+        return True
+
+    def recorded_streams(self) -> list[tuple[str, str, int, int]]:
+        """What ``os`` calls moved on stream sockets, for the unseen-traffic detector."""
+        return [] if self.socket_fds is None else list(self.socket_fds.recorded_streams())
+
+    def recorded_for(self, sock: Any) -> tuple[int, int] | None:
+        """(bytes sent, bytes received) that ``os`` calls moved on ``sock``, if any: the
+        detector's check of a socket the program closes adds them to its object's."""
+        return None if self.socket_fds is None else self.socket_fds.recorded_for(sock)
 
     def forget(self, *fds: int) -> None:
         self.epoch += 1
@@ -359,8 +395,8 @@ class PipeChannel:
 
         def read(fd: int, n: int) -> bytes:
             session = channel.session
-            if fds_get(fd, 0) == -1 or session is None:
-                return orig_read(fd, n)  # not a pipe: a dict lookup
+            if fds_get(fd, 0) == -1 or session is None or moved_by_multiprocessing(fd):
+                return orig_read(fd, n)  # not a pipe, or a message of multiprocessing's
             try:
                 session.before_blocking()  # a pipe read may wait
             except Exception:
@@ -371,24 +407,32 @@ class PipeChannel:
             if data and not session.finished:
                 try:
                     ino = channel.pipe_inode(fd)
-                    if ino >= 0 and not moved_by_multiprocessing(fd):
+                    if ino >= 0:
                         counts = channel.counts_of(ino)
                         start = counts.read
                         counts.read = end = start + len(data)
                         session.recv(KIND, counts.name, start, end, {"t": [t0, t1]})
+                    elif ino == SOCKET:
+                        stream = channel.fd_sockets[fd]
+                        start = stream.received
+                        stream.received = end = start + len(data)
+                        session.recv(stream.kind, stream.incoming, start, end)
                 except Exception:
                     channel.error()
             return data
 
         def write(fd: int, data: Any) -> int:
             session = channel.session
-            counts = reserved = None
+            counts = stream = reserved = None
             if (fds_get(fd, 0) != -1 and session is not None and not session.finished
                     and not moved_by_multiprocessing(fd)):
                 try:
                     ino = channel.pipe_inode(fd)
                     if ino >= 0:
                         counts = channel.counts_of(ino)
+                        reserved = session.stamp()
+                    elif ino == SOCKET:
+                        stream = channel.fd_sockets[fd]
                         reserved = session.stamp()
                 except Exception:
                     channel.error()
@@ -397,12 +441,18 @@ class PipeChannel:
             t0 = monotonic_ns()
             written = orig_write(fd, data)
             t1 = monotonic_ns()
-            if written and counts is not None:
+            if written:
                 try:
-                    start = counts.written
-                    counts.written = end = start + written
-                    session.send(KIND, counts.name, start, end,  # type: ignore[union-attr]
-                                 {"t": [t0, t1]}, stamp=reserved)
+                    if counts is not None:
+                        start = counts.written
+                        counts.written = end = start + written
+                        session.send(KIND, counts.name, start, end,  # type: ignore[union-attr]
+                                     {"t": [t0, t1]}, stamp=reserved)
+                    elif stream is not None:
+                        start = stream.sent
+                        stream.sent = end = start + written
+                        session.send(stream.kind, stream.outgoing, start, end,  # type: ignore[union-attr]
+                                     stamp=reserved)
                 except Exception:
                     channel.error()
             return written
