@@ -1,4 +1,5 @@
-"""Stream sockets read and written through ``os.read``/``os.write`` on their descriptor.
+"""Stream socket bytes moved by calls the stream wrappers do not patch: ``os.read``/
+``os.write`` on the descriptor, and ``sendto``/``recvfrom``/``recvfrom_into`` (below).
 
 A parent makes a connection (a Unix socket pair, or TCP on 127.0.0.1), gives
 one end to a child by number (``pass_fds``); the child, which never imports
@@ -73,4 +74,64 @@ def test_os_calls_on_a_stream_socket_are_messages(tmp_path: Path, transport: str
     assert m.external == m.ambiguous == 0, traced.run.problems
     assert not traced.run.unseen.reports, traced.run.problems  # the kernel's counts agree
     assert {"fdsock.consume", "fdsock.finish"} <= traced.impacted("fdsock.produce")
+    assert traced.errors() == 0
+
+
+FROM_TO = r'''
+import os, socket, sys
+
+def produce():
+    return b"payload-from-child"
+
+def consume(data):
+    return data.upper()
+
+def finish(answer):
+    return answer.decode()
+
+if sys.argv[1] == "unix":
+    parent, child = socket.socketpair()
+else:
+    server = socket.create_server(("127.0.0.1", 0))
+    child = socket.create_connection(server.getsockname())
+    parent, _ = server.accept()
+    server.close()
+pid = os.fork()
+if pid == 0:
+    parent.close()
+    if sys.argv[1] == "tcp":
+        child.sendto(produce(), ("127.0.0.1", 9))  # on a TCP stream: the address is ignored
+    else:
+        child.send(produce())  # Linux refuses sendto on a connected Unix stream
+    buffer = bytearray(100)
+    size, _ = child.recvfrom_into(buffer)
+    print(finish(bytes(buffer[:size])), flush=True)
+    child.close()
+    os._exit(0)
+child.close()
+data, _ = parent.recvfrom(100)
+parent.sendall(consume(data))
+os.waitpid(pid, 0)
+parent.close()
+'''
+
+
+@pytest.mark.parametrize("transport", ["unix", "tcp"])
+def test_sendto_and_recvfrom_on_a_stream_socket_are_its_bytes(tmp_path: Path,
+                                                              transport: str) -> None:
+    """``sendto``/``recvfrom``/``recvfrom_into`` on a stream socket (CPython allows them;
+    the datagram channel patches them): recorded as the stream's bytes. Before, the
+    receive was not recorded at all: ``consume`` was missing from ``produce``'s impact
+    set, silently on a Unix socket."""
+    script = tmp_path / "app" / "fromto.py"
+    script.parent.mkdir()
+    script.write_text(FROM_TO)
+    traced = run_both(script, transport)
+    assert traced.stdout == "PAYLOAD-FROM-CHILD\n"
+    edges = traced.edges(transport)
+    assert sorted((r.start, r.end) for _, r in edges) == [(0, 18), (0, 18)]
+    m = traced.run.matching
+    assert m.external == m.ambiguous == 0, traced.run.problems
+    assert not traced.run.unseen.reports, traced.run.problems
+    assert {"fromto.consume", "fromto.finish"} <= traced.impacted("fromto.produce")
     assert traced.errors() == 0

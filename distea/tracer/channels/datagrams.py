@@ -34,6 +34,7 @@ from __future__ import annotations
 
 import os
 import socket
+from time import monotonic_ns
 
 from distea.tracer.channels.multiprocessing import fingerprint, socket_end_name
 from distea.tracer.channels.patching import Patches
@@ -205,8 +206,18 @@ class DatagramChannel:
         if self.session is not None:
             self.session.send(kind, channel, index, index + 1, meta, stamp=reserved)
 
+    def _on_stream(self, sock: socket.socket) -> bool:
+        """A stream socket that ``sendto``/``recvfrom`` moved bytes on (CPython allows
+        them there): the stream channel records those bytes, as it records ``send``."""
+        session = self.session
+        return (self._stream_channel is not None and session is not None
+                and not session.finished and sock.type == socket.SOCK_STREAM)
+
     def _record_recv(self, sock: socket.socket, payload: Any, src: Any) -> None:
         kind = self._kind(sock)
+        if kind is None and self._on_stream(sock):
+            self._stream_channel.received_on(sock, memoryview(payload).nbytes)
+            return
         if kind is None or self.session is None:
             return
         channel = self._pair_end(sock) or self._name(kind, sock.getsockname())
@@ -253,17 +264,21 @@ class DatagramChannel:
         channel = self
 
         def sendto(sock: Any, data: Any, *args: Any) -> Any:
-            prepared = None
+            prepared = stream_stamp = None
             try:
                 prepared = channel._prepare_send(sock, args[-1] if args else None)
+                if prepared is None and channel._on_stream(sock):
+                    stream_stamp = monotonic_ns(), channel.session.stamp()  # type: ignore[union-attr]
             except Exception:
                 channel._error()
             result = original(sock, data, *args)
-            if prepared is not None:
-                try:
+            try:
+                if prepared is not None:
                     channel._commit_send(sock, prepared, data)
-                except Exception:
-                    channel._error()
+                elif stream_stamp is not None:
+                    channel._stream_channel.sent_on(sock, int(result), *stream_stamp)
+            except Exception:
+                channel._error()
             return result
 
         sendto.__wrapped__ = original  # type: ignore[attr-defined]

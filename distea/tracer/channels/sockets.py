@@ -240,6 +240,38 @@ class SocketChannel:
                    if key not in self.streams and ref() is not None)
         return out
 
+    def sent_on(self, sock: socket.socket, sent: int, t: int,
+                taken: tuple[int, int]) -> None:
+        """``sent`` bytes that ``sendto`` moved on the stream socket ``sock`` (the datagram
+        channel patches it; ``t``, ``taken``: the time and clock taken before the call)."""
+        stream = self.streams.get(id(sock), UNKNOWN)
+        if stream is UNKNOWN:
+            stream = self._new_stream(sock, "tcp")
+            if stream is not None:
+                stream.timed = True  # this end spoke first: a client
+        if stream is None or not sent:
+            return
+        start = stream.sent
+        stream.sent = end = start + sent
+        self.session.send(stream.kind, stream.outgoing, start, end,
+                          {"t": t} if stream.timed else None, taken)
+
+    def received_on(self, sock: socket.socket, received: int) -> None:
+        """``received`` bytes that ``recvfrom``/``recvfrom_into`` moved on the stream socket
+        ``sock`` (the datagram channel patches them; CPython allows them on streams)."""
+        stream = self.streams.get(id(sock), UNKNOWN)
+        if stream is UNKNOWN:
+            stream = self._new_stream(sock, "tcp")
+        if stream is None or not received:
+            return
+        if stream.carrier:
+            stream.received += received  # TLS ciphertext, as in recv
+            return
+        start = stream.received
+        stream.received = end = start + received
+        self.session.recv(stream.kind, stream.incoming, start, end,
+                          {"t": monotonic_ns()} if stream.timed else None)
+
     def recorded_for(self, sock: socket.socket) -> tuple[int, int] | None:
         """(bytes sent, bytes received) recorded on this socket object, if it was followed."""
         stream = self.streams.get(id(sock))
