@@ -17,10 +17,15 @@ The names are found once per socket with the socket channel's own
 :func:`~distea.tracer.channels.sockets.describe`, which imports ``socket``:
 only a process that moves socket bytes through ``os`` pays for it.
 
-Limit: a socket whose bytes one process moves both through its object's
+Limits: a socket whose bytes one process moves both through its object's
 methods and through ``os`` is counted twice apart, so the offsets of one
 direction overlap; the analyzer then reports the reads it cannot place
-(external or uncertain, with their reason), never pairs them silently.
+(external or uncertain, with their reason). File objects over a socket's
+descriptor (``os.fdopen``, ``open(fd)``), ``os.sendfile`` (under
+``socket.sendfile``) and ``os.readv``/``os.writev`` are not followed: where
+the other end records, its reads are reported as beyond the recorded sends
+(and TCP's kernel counts say so too); where neither end records, nothing
+is (a Unix socket has no kernel counts to compare).
 """
 
 from __future__ import annotations
