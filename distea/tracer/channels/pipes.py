@@ -75,7 +75,8 @@ TYPE_CHECKING = False  # typing costs every traced process ~5 ms at start-up
 if TYPE_CHECKING:
     from typing import Any
 
-    from distea.tracer.channels.socket_fds import SocketFds, SocketStream
+    from distea.tracer.channels.socket_fds import SocketFds
+    from distea.tracer.channels.sockets import _Stream
 
 KIND = "pipe"
 SOCKET = -2
@@ -226,7 +227,7 @@ class PipeChannel:
         neither."""
         self.socket_fds: SocketFds | None = None
         """Stream sockets met through ``os.read``/``os.write`` (made at the first)."""
-        self.fd_sockets: dict[int, SocketStream] = {}
+        self.fd_sockets: dict[int, _Stream] = {}
         """fd → its stream, for the descriptors cached as ``SOCKET``."""
         self.pipes: dict[int, _Counts] = {}
         """pipe inode → its counts in this process (inherited by a forked child)."""

@@ -37,27 +37,16 @@ if TYPE_CHECKING:
     from collections.abc import Iterator
     from typing import Any
 
-
-class SocketStream:
-    """One connected stream socket as ``os`` calls of this process moved its bytes."""
-
-    __slots__ = ("incoming", "kind", "outgoing", "received", "sent")
-
-    def __init__(self, kind: str, outgoing: str, incoming: str) -> None:
-        self.kind = kind
-        self.outgoing = outgoing
-        self.incoming = incoming
-        self.sent = 0
-        self.received = 0
+    from distea.tracer.channels.sockets import _Stream
 
 
 class SocketFds:
     """The stream sockets met through ``os`` calls, by inode (None: not followed)."""
 
     def __init__(self) -> None:
-        self.by_inode: dict[int, SocketStream | None] = {}
+        self.by_inode: dict[int, _Stream | None] = {}
 
-    def stream(self, fd: int, inode: int) -> SocketStream | None:
+    def stream(self, fd: int, inode: int) -> _Stream | None:
         """The stream of socket ``inode``, open as ``fd``; None for a socket that is not a
         connected stream (a listener, a datagram socket)."""
         try:
@@ -83,17 +72,15 @@ class SocketFds:
         return None if stream is None else (stream.sent, stream.received)
 
 
-def describe_fd(fd: int) -> SocketStream | None:
-    """The socket channel's names for the connected stream socket open as ``fd``."""
+def describe_fd(fd: int) -> _Stream | None:
+    """The socket channel's stream (names, counts from 0) for the connected stream
+    socket open as ``fd``."""
     import socket  # only in a process that moves socket bytes through ``os``
 
     from distea.tracer.channels.sockets import describe
 
     sock = socket.socket(fileno=fd)
     try:
-        described = describe(sock, "tcp")
+        return describe(sock, "tcp")
     finally:
         sock.detach()  # the descriptor stays the program's
-    if described is None:
-        return None
-    return SocketStream(described.kind, described.outgoing, described.incoming)
