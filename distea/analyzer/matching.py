@@ -25,7 +25,9 @@ Per kind:
   into generations where offsets restart; a receive of ``[a, b)`` pairs with
   the send carrying byte ``b - 1`` of the same generation;
 - ``proc``: the spawn token; one send may start several children;
-- ``exit``: ``HOST:PID``; sends and receives paired in order;
+- ``exit``: ``HOST:PID``; sends and receives paired in order; the return of
+  ``os.system``, named by its spawn's token, after the exits of every
+  process that spawn started (a hub);
 - ``sem``, ``signal``: by same-host time (:mod:`distea.analyzer.match_timed`);
   an ``exit`` that a killed process never recorded: its ``wait`` is ordered
   after the fatal signals sent to it (uncertain);
@@ -272,6 +274,9 @@ def match(
             continue
         if kind in STREAM_KINDS and channel in mixed:
             deferred[channel].append((kind, sends, recvs))  # all its kinds at once
+            continue
+        if kind == "exit" and "#" in channel:  # os.system returned: a spawn's token
+            _count(m, kind, sends, recvs, _system_returned(m, groups, channel, recvs, processes))
             continue
         if kind == "exit" and not sends and signal_sends:  # killed before it could say so
             killed = link_killed(events, proc_of, channel, recvs, signal_sends)
@@ -678,6 +683,22 @@ def _match_proc(m: Matching, sends: list[int], recvs: list[int], out: _Result) -
             m.uncertain.append((r, chains))
         out.ambiguous += len(recvs)
         m.notes.append(f"spawn token {m.events[sends[0]].channel!r} was sent {len(sends)} times")
+
+
+def _system_returned(m: Matching, groups: Mapping[tuple[str, str], Group], token: str,
+                     recvs: list[int], processes: Mapping[str, ProcessInfo] | None
+                     ) -> _Result:
+    """``os.system`` returned (its receive is named by the spawn's token): after the
+    exits of the processes that spawn started (the Python programs its shell ran),
+    all of them; with none (the shell ran no Python), after the spawn itself, which
+    the receiver's own clock orders."""
+    exits = [s for info in (processes or {}).values() if info.parent_token == token
+             for s in groups.get(("exit", f"{info.host}:{info.pid}"), ([], []))[0]]
+    if exits:
+        m.hubs.append((tuple(exits), tuple(recvs)))
+    else:
+        m.explained.update(recvs)
+    return _Result(matched=len(recvs))
 
 
 def _match_exit(

@@ -249,6 +249,53 @@ except OSError as exc:
     assert traced.errors() == 0, traced.run.problems
 
 
+SYSTEM = """
+import os, sys
+
+def produce():
+    return "7"
+
+def use(x):
+    return int(x) * 2
+
+def report(n):
+    sys.exit(n)
+
+def after(status):
+    return os.waitstatus_to_exitcode(status)
+
+if len(sys.argv) > 1:
+    print(use(sys.argv[1]), flush=True)
+    report(3)
+else:
+    status = os.system(f"{sys.executable} {__file__} {produce()}")
+    print(after(status))
+"""
+
+
+def test_os_system_links_the_programs_its_shell_runs(program, tmp_path: Path) -> None:
+    """``os.system`` spawns ``/bin/sh`` from C: the Python program it runs gets the
+    spawn's token (the parent's ``produce`` reaches its ``use`` through the command
+    line), and the return of ``os.system`` comes after that program's exit (its
+    ``report`` reaches the parent's ``after`` through the exit status). Before, the
+    child was an unrelated root: both effects were missed, silently."""
+    script = program("system.py", SYSTEM)
+    traced = run_traced([sys.executable, script.name], script.parent, tmp_path / "run")
+    untraced = run_untraced([sys.executable, script.name], script.parent)
+    assert untraced.stdout == "14\n3\n"
+    assert (traced.result.returncode, traced.result.stdout) == (0, untraced.stdout)
+    from distea.analyzer.run import Run
+
+    run = Run.load(traced.run_dir)
+    (parent,) = [k for k, p in run.processes.items() if len(p.argv) == 2]
+    (child,) = [k for k, p in run.processes.items() if len(p.argv) == 3]
+    assert run.processes[child].start_method == "subprocess"
+    assert "system.use" in run.impact("system.produce").impacted[child]
+    assert "system.after" in run.impact("system.report").impacted[parent]
+    assert run.matching.external == 0, run.problems
+    assert [u.reason for u in run.data.untraced] == ["not a Python program (sh)"]
+
+
 def test_the_tracer_starts_without_importing_typing(program, tmp_path: Path) -> None:
     """typing costs a traced process ~5 ms at start-up; a program that does not
     import it must not pay for it (the tracer's seams are for type checkers)."""

@@ -168,6 +168,7 @@ class ProcessChannel:
             if hasattr(os, name):
                 self.patches.replace(os, name, self._wrap_wait(getattr(os, name), name))
         self.patches.replace(os, "_exit", self._wrap_exit(os._exit))
+        self.patches.replace(os, "system", self._wrap_system(os.system))
 
     def _patch_fork_exec(self, _posixsubprocess: Any) -> None:
         original_fork_exec = self.patches.replace(
@@ -235,6 +236,48 @@ class ProcessChannel:
         except Exception:
             if session is not None:
                 session.errors += 1
+
+    def _wrap_system(self, original: Any) -> Any:
+        """``os.system`` runs ``/bin/sh -c COMMAND`` from C, with the process's own
+        environment: the spawn's token goes in as the command's first words
+        (``export DISTEA_PARENT_TOKEN=...;``), which the shell then hands to the
+        Python programs it starts. Without it they started as unrelated roots: what
+        the parent passed on their command line reached them unrecorded."""
+        channel = self
+
+        def system(command: Any) -> Any:
+            token = None
+            try:
+                command, token = channel._with_token(command)
+            except Exception:
+                if channel.session is not None:
+                    channel.session.errors += 1
+            status = original(command)
+            session = channel.session
+            if token is not None and session is not None and not session.finished:
+                # the exit status came back (system(3) waited in C): the end of what
+                # the spawn started, paired with their exits by the analyzer
+                session.recv("exit", token, 0, 1, {"call": "system"})
+            return status
+
+        return system
+
+    def _with_token(self, command: Any) -> tuple[Any, str | None]:
+        """``command`` (str or bytes) preceded by the export of a new spawn's token, and
+        the token (None: nothing recorded)."""
+        if not isinstance(command, str | bytes):
+            return command, None  # os.system raises its own TypeError
+        text = command if isinstance(command, str) else os.fsdecode(command)
+        argv = ["/bin/sh", "-c", text]
+        token = self._announce(argv).get(PARENT_TOKEN_ENV)
+        if token is None or "'" in token:
+            return command, None
+        session = self.session
+        assert session is not None
+        session.untraced(None, argv[:8], f"{NOT_PYTHON} (sh)", {"token": token})
+        prefix = f"export {PARENT_TOKEN_ENV}='{token}'; "
+        return (prefix + command if isinstance(command, str)
+                else os.fsencode(prefix) + command), token
 
     def _wrap_posix_spawn(self, original: Any) -> Any:
         def posix_spawn(path: Any, argv: Any, env: Any, *args: Any, **kwargs: Any) -> Any:
