@@ -296,6 +296,43 @@ def test_os_system_links_the_programs_its_shell_runs(program, tmp_path: Path) ->
     assert [u.reason for u in run.data.untraced] == ["not a Python program (sh)"]
 
 
+OWN_ENVIRONMENT = """
+import os, subprocess, sys
+
+def produce():
+    return "7"
+
+def use(x):
+    return int(x) * 2
+
+if len(sys.argv) > 1:
+    print(use(sys.argv[1]), os.environ.get("PYTHONPATH", "").split(os.pathsep)[-1],
+          flush=True)
+else:
+    subprocess.run([sys.executable, __file__, produce()], check=True,
+                   env={"PATH": os.environ["PATH"], "PYTHONPATH": "mine"})
+    pid = os.posix_spawn(sys.executable, [sys.executable, __file__, produce()],
+                         {"PYTHONPATH": "mine"})
+    os.waitpid(pid, 0)
+"""
+
+
+def test_a_child_given_its_own_environment_is_traced(program, tmp_path: Path) -> None:
+    """``env=`` with a few chosen variables (``subprocess``, ``os.posix_spawn``): the
+    child still gets the run's variables and the start-up hook before its own
+    ``PYTHONPATH``, so it is traced and linked (it was neither, and the run blamed
+    its missing exit on a kill)."""
+    script = program("ownenv.py", OWN_ENVIRONMENT)
+    traced = run_traced([sys.executable, script.name], script.parent, tmp_path / "run")
+    untraced = run_untraced([sys.executable, script.name], script.parent)
+    assert untraced.stdout == "14 mine\n14 mine\n"
+    assert (traced.result.returncode, traced.result.stdout) == (0, untraced.stdout)
+    parents = parent_of(traced.data)
+    (root,) = [k for k, parent in parents.items() if parent is None]
+    assert len(parents) == 3 and list(parents.values()).count(root) == 2
+    assert not traced.data.untraced
+
+
 def test_the_tracer_starts_without_importing_typing(program, tmp_path: Path) -> None:
     """typing costs a traced process ~5 ms at start-up; a program that does not
     import it must not pay for it (the tracer's seams are for type checkers)."""

@@ -29,13 +29,18 @@ import stat
 from distea.tracer.channels.importhooks import IMPORT_HOOKS
 from distea.tracer.channels.patching import Patches
 from distea.tracer.channels.pipes import pipe_name
-from distea.tracer.config import PARENT_TOKEN_ENV, START_METHOD_ENV
+from distea.tracer.config import (
+    CONFIG_ENV,
+    PARENT_TOKEN_ENV,
+    START_METHOD_ENV,
+    TRACER_PATH_ENV,
+)
 from distea.tracer.session import HOST, TracerSession
 from distea.wire import NOT_PYTHON
 
 TYPE_CHECKING = False  # typing costs every traced process ~5 ms at start-up
 if TYPE_CHECKING:
-    from collections.abc import Sequence
+    from collections.abc import Mapping, Sequence
     from typing import Any
 
 UNTRACEABLE_FLAGS = {"-I": "isolated mode (-I)", "-S": "site disabled (-S)",
@@ -112,11 +117,36 @@ def _decoded(argv: Sequence[Any]) -> list[str]:
 
 
 def _with_variables(env: list[bytes] | None, variables: dict[str, str]) -> list[bytes]:
-    """A ``fork_exec`` environment list (None: inherit ours) with ``variables`` set."""
-    ours = tuple(f"{name}=".encode() for name in (PARENT_TOKEN_ENV, START_METHOD_ENV))
+    """A ``fork_exec`` environment list (None: inherit ours) with ``variables`` set, and
+    the tracer's own where the program's list lacks them (:func:`tracing_variables`)."""
+    if env is not None:
+        given = dict(os.fsdecode(e).partition("=")[::2] for e in env)
+        variables = {**variables, **tracing_variables(given)}
+    ours = tuple(f"{name}=".encode()
+                 for name in (PARENT_TOKEN_ENV, START_METHOD_ENV, *variables))
     items = [e for e in (env if env is not None else _environ_list()) if not e.startswith(ours)]
-    items.extend(f"{name}={value}".encode() for name, value in variables.items())
+    items.extend(os.fsencode(f"{name}={value}") for name, value in variables.items())
     return items
+
+
+def tracing_variables(given: Mapping[str, str]) -> dict[str, str]:
+    """What an environment the program gave a child lacks to trace it: this process's
+    ``DISTEA_CONFIG`` (and ``DISTEA_TRACER_PATH``), and the start-up hook's directory
+    first on ``PYTHONPATH``. Nothing where it names a run already. A child started
+    with ``env={}`` or a few chosen variables was not traced, and its messages had
+    no recorded end there, said only as "left no exit record (killed?)"."""
+    config = os.environ.get(CONFIG_ENV)
+    if not config or CONFIG_ENV in given or not all(isinstance(k, str) for k in given):
+        return {}  # bytes names (os.posix_spawn takes them too): left as they are
+    out = {CONFIG_ENV: config}
+    if TRACER_PATH_ENV in os.environ:
+        out[TRACER_PATH_ENV] = os.environ[TRACER_PATH_ENV]
+    hook = [entry for entry in os.environ.get("PYTHONPATH", "").split(os.pathsep)
+            if entry.rstrip(os.sep).endswith(os.path.join("tracer", "bootstrap"))]
+    path = [entry for entry in given.get("PYTHONPATH", "").split(os.pathsep) if entry]
+    if hook and hook[0] not in path:
+        out["PYTHONPATH"] = os.pathsep.join([hook[0], *path])
+    return out
 
 
 def _setting_after(rest: tuple[Any, ...], variables: dict[str, str]) -> tuple[Any, ...]:
@@ -284,6 +314,8 @@ class ProcessChannel:
             variables: dict[str, str] = {}
             try:
                 variables = self._announce(_decoded(argv))
+                if variables and env is not None:
+                    variables.update(tracing_variables(env))
                 if variables:
                     env = {**(os.environ if env is None else env), **variables}
             except Exception:
@@ -305,8 +337,8 @@ class ProcessChannel:
                 try:
                     token = session.spawn_token({"exec": _decoded(args)[:8]})
                     if env_args:
-                        env_args = ({**env_args[0], PARENT_TOKEN_ENV: token,
-                                     START_METHOD_ENV: "exec"},)
+                        env_args = ({**env_args[0], **tracing_variables(env_args[0]),
+                                     PARENT_TOKEN_ENV: token, START_METHOD_ENV: "exec"},)
                     else:
                         os.environ[PARENT_TOKEN_ENV] = token
                         os.environ[START_METHOD_ENV] = "exec"
