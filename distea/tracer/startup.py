@@ -53,6 +53,7 @@ DEFERRED_CHANNELS = (
      "TorchDistributedChannel"),
     ("grpc", "distea.tracer.channels.grpc", "GrpcChannel"),
     ("ray", "distea.tracer.channels.ray", "RayChannel"),
+    ("sqlite3", "distea.tracer.channels.sqlite", "SqliteChannel"),
 )
 """Channels that patch one library: (library, module, class[, libraries that
 import it]). Their module is imported, and the channel installed, only once
