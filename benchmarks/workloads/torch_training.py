@@ -13,6 +13,7 @@ all-gathers and gradient reduce-scatters for FSDP2) and an SGD update.
 from __future__ import annotations
 
 import argparse
+import gc
 import os
 import tempfile
 
@@ -72,6 +73,9 @@ def rank_main(rank: int, strategy: str, steps: int, store_path: str) -> None:
         for _ in range(steps):
             step(model, optimizer, source, target)
         dist.barrier()
+    # a group still held by a reference cycle would be freed at exit, where
+    # gloo aborts now and then ("terminate called without an active exception")
+    gc.collect()
     dist.destroy_process_group()
 
 

@@ -17,6 +17,7 @@ false the gradients are averaged with explicit `dist.all_reduce` calls
 
 from __future__ import annotations
 
+import gc
 import io
 import os
 from datetime import timedelta
@@ -147,5 +148,8 @@ def run_worker(
         losses, weights = train(rank, world_size, steps, use_ddp)
         dist.barrier()
     finally:
+        # a group still held by a reference cycle would be freed at exit, where
+        # gloo aborts now and then ("terminate called without an active exception")
+        gc.collect()
         dist.destroy_process_group()
     results.put((rank, losses, weights))

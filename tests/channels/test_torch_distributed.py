@@ -32,7 +32,7 @@ from tests.channels.torch_support import torch_or_skip
 # -- real torch (gloo, CPU) -------------------------------------------------------
 
 REAL = r'''
-import os, sys, tempfile
+import gc, os, sys, tempfile
 import torch
 import torch.distributed as dist
 import torch.multiprocessing as mp
@@ -74,6 +74,7 @@ def rank_main(rank, world, store_path, results):
         after_recv()
     dist.barrier()
     results.put((rank, t.tolist(), b.tolist(), x.tolist()))
+    gc.collect()  # a group left to a reference cycle: gloo aborts at exit
     dist.destroy_process_group()
 
 if __name__ == "__main__":

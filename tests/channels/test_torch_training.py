@@ -25,6 +25,7 @@ from tests.channels.torch_support import torch_or_skip
 from tests.tracing import DISTEA, REPO, run_traced, run_untraced
 
 COMMON = r'''
+import gc
 import os
 import sys
 import torch
@@ -88,6 +89,7 @@ def main():
     torch.manual_seed(0)
     Trainer(nn.Linear(8, 1), load_data(rank), rank).train(2)
     issued(rank)
+    gc.collect()  # a group left to a reference cycle: gloo aborts at exit
     dist.destroy_process_group()
 
 
@@ -139,6 +141,7 @@ def main():
         if rank == 0:
             checkpoint(step)
     issued(rank)
+    gc.collect()  # a group left to a reference cycle: gloo aborts at exit
     dist.destroy_process_group()
 
 
@@ -348,6 +351,7 @@ def main():
     total = torch.ones(1)
     dist.all_reduce(total)
     issued(rank)
+    gc.collect()  # a group left to a reference cycle: gloo aborts at exit
     dist.destroy_process_group()
 
 
