@@ -158,6 +158,13 @@ def kernel_counts(sock: Any, recorded_sent: int, recorded_received: int) -> Coun
         return None  # a kernel before 4.1: nothing to compare with
     state = info[0]
     received = native_uint(info, RECEIVED_AT, 8)
+    if received == recorded_received + 1 and state not in FIN_RECEIVED_STATES:
+        # Linux reads the state before it locks the socket for the counters: a FIN
+        # that arrived in between is counted, its state not yet seen (a 1-byte
+        # "unseen" receive in the kvstore sample, now and then). Asked again, both
+        # agree.
+        info = sock.getsockopt(_socket.IPPROTO_TCP, _socket.TCP_INFO, TCP_INFO_SIZE)
+        state, received = info[0], native_uint(info, RECEIVED_AT, 8)
     if state in FIN_RECEIVED_STATES:
         received -= 1
     if received > recorded_received:
