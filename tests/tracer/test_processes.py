@@ -333,6 +333,41 @@ def test_a_child_given_its_own_environment_is_traced(program, tmp_path: Path) ->
     assert not traced.data.untraced
 
 
+PSEUDO_TERMINAL = """
+import os, pty
+
+def produce():
+    return b"payload\\n"
+
+pid, master = pty.fork()
+if pid == 0:
+    os.write(1, produce())
+    os._exit(0)
+data = b""
+while not data.endswith(b"\\n"):
+    try:
+        chunk = os.read(master, 100)
+    except OSError:
+        break
+    if not chunk:
+        break
+    data += chunk
+os.waitpid(pid, 0)
+print(data.strip().decode())
+"""
+
+
+def test_a_pseudo_terminal_is_named_not_silent(program, tmp_path: Path) -> None:
+    """``pty.fork``: the child's output reaches the parent through a pseudo-terminal,
+    whose line discipline rewrites bytes; not recorded, so every query says so (it was
+    a silent miss: the parent's use of the output was not in ``produce``'s impact)."""
+    script = program("terminal.py", PSEUDO_TERMINAL)
+    traced = run_traced([sys.executable, script.name], script.parent, tmp_path / "run")
+    assert (traced.result.returncode, traced.result.stdout) == (0, "payload\n")
+    lines = [p for p in traced.data.problems if "pseudo-terminal" in p]
+    assert len(lines) == 2 and all("not recorded" in line for line in lines), lines
+
+
 def test_the_tracer_starts_without_importing_typing(program, tmp_path: Path) -> None:
     """typing costs a traced process ~5 ms at start-up; a program that does not
     import it must not pay for it (the tracer's seams are for type checkers)."""

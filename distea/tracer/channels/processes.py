@@ -45,6 +45,12 @@ if TYPE_CHECKING:
 
 UNTRACEABLE_FLAGS = {"-I": "isolated mode (-I)", "-S": "site disabled (-S)",
                      "-E": "environment ignored (-E)"}
+PTY_MAKERS = ("openpty", "forkpty")
+PTY_NOTE = ("a pseudo-terminal (os.openpty, pty.fork): the bytes through it are not "
+            "recorded (its line discipline rewrites them); what the processes at its two "
+            "ends hand each other is not ordered (an impact set may stop at it)")
+"""A pseudo-terminal's two ends are character devices whose bytes the line discipline
+rewrites (``\n`` → ``\r\n``, echo): no offsets could pair them. Named instead."""
 EXEC_NAMES = ("execv", "execve")
 WAIT_NAMES = ("waitpid", "wait", "wait3", "wait4")
 STD_FDS_AT = (0, 3, 5, 7)
@@ -199,6 +205,9 @@ class ProcessChannel:
                 self.patches.replace(os, name, self._wrap_wait(getattr(os, name), name))
         self.patches.replace(os, "_exit", self._wrap_exit(os._exit))
         self.patches.replace(os, "system", self._wrap_system(os.system))
+        for name in PTY_MAKERS:
+            if hasattr(os, name):
+                self.patches.replace(os, name, self._wrap_pty_maker(getattr(os, name)))
 
     def _patch_fork_exec(self, _posixsubprocess: Any) -> None:
         original_fork_exec = self.patches.replace(
@@ -308,6 +317,19 @@ class ProcessChannel:
         prefix = f"export {PARENT_TOKEN_ENV}='{token}'; "
         return (prefix + command if isinstance(command, str)
                 else os.fsencode(prefix) + command), token
+
+    def _wrap_pty_maker(self, original: Any) -> Any:
+        """``os.openpty``/``os.forkpty`` (``pty.fork``, ``pty.spawn``): said, not recorded."""
+        channel = self
+
+        def make_pty(*args: Any, **kwargs: Any) -> Any:
+            result = original(*args, **kwargs)
+            session = channel.session
+            if session is not None and not session.finished and PTY_NOTE not in session.unseen:
+                session.unseen.append(PTY_NOTE)
+            return result
+
+        return make_pty
 
     def _wrap_posix_spawn(self, original: Any) -> Any:
         def posix_spawn(path: Any, argv: Any, env: Any, *args: Any, **kwargs: Any) -> Any:
