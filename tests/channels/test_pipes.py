@@ -384,3 +384,41 @@ def test_streams_and_files_over_pipes_behave_as_untraced(program) -> None:
     assert "'first\\n'" in traced.stdout and "ValueError" in traced.stdout
     assert traced.errors() == 0
     assert traced.run.matching.by_kind["pipe"].external == 0
+
+
+NAMED_PIPE = r'''
+import os, subprocess, sys
+
+def produce():
+    return "payload"
+
+def consume(data):
+    return data.upper()
+
+if len(sys.argv) > 1:
+    with open(sys.argv[1], "w") as fifo:
+        fifo.write(produce())
+else:
+    path = "channel.fifo"
+    if os.path.exists(path):
+        os.remove(path)
+    os.mkfifo(path)
+    child = subprocess.Popen([sys.executable, __file__, path])
+    with open(path) as fifo:
+        print(consume(fifo.read()), fifo.name, fifo.mode, fifo.encoding)
+    child.wait()
+    os.remove(path)
+'''
+
+
+def test_a_named_pipe_opened_by_path_at_both_ends_is_an_edge(program) -> None:
+    """``os.mkfifo``, then ``open(path, "w")`` in the child and ``open(path)`` in the
+    parent: 7 bytes up, paired exactly (by hand), and the file objects look as untraced
+    (name, mode, encoding). Before, neither end was recorded: a silent miss."""
+    traced = run_both(program("fifo.py", NAMED_PIPE))
+    assert traced.stdout.split()[:3] == ["PAYLOAD", "channel.fifo", "r"]
+    edges = traced.edges("pipe")
+    assert [(s.start, s.end, r.start, r.end) for s, r in edges] == [(0, 7, 0, 7)]
+    counts = traced.run.matching.by_kind["pipe"]
+    assert counts.external == 0 and counts.ambiguous == 0, counts
+    assert "fifo.consume" in traced.impacted("fifo.produce")

@@ -49,9 +49,10 @@ packing are a small part of a recorded call (CHANGELOG: measured).
 Reads and writes that multiprocessing's connections make are theirs (kind
 ``mp``, :data:`~distea.tracer.channels.multiprocessing.GUARD`) and are not
 counted here; only the running call's own descriptor is theirs (a
-finalizer that writes to another pipe during the call is recorded). Not
-seen: FIFOs opened with ``open(path)`` (rare; the descriptor is not known
-to be a pipe before the file object exists),
+finalizer that writes to another pipe during the call is recorded). A FIFO
+opened by path (``open(path)``) is a pipe too: the file object the
+interpreter built is rebuilt over a counting raw layer on a duplicate of
+its descriptor (:func:`over_fifo`). Not seen:
 ``os.readv``/``os.writev``/``os.splice``/``os.sendfile``, and pipes written
 by C extensions or non-Python children (their reader's bytes have no
 recorded send: external, reported).
@@ -524,7 +525,16 @@ class PipeChannel:
                 if known:
                     arguments = dict(zip(OPEN_PARAMETERS, args, strict=False)) | kwargs
                     return over_pipe(original, arguments)
-            return original(*args, **kwargs)
+                return original(*args, **kwargs)
+            stream = original(*args, **kwargs)
+            session = channel.session
+            if session is not None and not session.finished and type(file) is not int:
+                try:
+                    if stat.S_ISFIFO(os.fstat(stream.fileno()).st_mode):
+                        return over_fifo(original, stream, args, kwargs)
+                except Exception:
+                    channel.error()
+            return stream
 
         _look_like(open, original)
         self.patches.replace(io, "open", open)
@@ -586,6 +596,31 @@ def over_pipe(original: Any, arguments: dict[str, Any]) -> Any:
         raw.close()
         raise
     model.close()
+    return result
+
+
+def over_fifo(original: Any, stream: Any, args: tuple[Any, ...], kwargs: dict[str, Any]
+              ) -> Any:
+    """``stream``, which ``open`` made of a FIFO's path, as the same layers over a
+    counting raw layer: over a duplicate of its descriptor (the path is not opened
+    twice: a FIFO's open waits for its other end), named by the path as before; the
+    original stream is closed. Named pipes between processes were recorded at
+    neither end when both opened them by path."""
+    arguments = dict(zip(OPEN_PARAMETERS, args, strict=False)) | kwargs
+    if len(args) > len(OPEN_PARAMETERS) or not set(arguments) <= set(OPEN_PARAMETERS):
+        return stream
+    duplicate = os.dup(stream.fileno())
+    try:
+        result = over_pipe(original, arguments | {"file": duplicate, "closefd": True,
+                                                  "opener": None})
+    except BaseException:
+        os.close(duplicate)
+        raise
+    layer = result
+    while not isinstance(layer, io.FileIO):
+        layer = getattr(layer, "buffer", None) or layer.raw
+    layer.name = arguments["file"]
+    stream.close()
     return result
 
 
