@@ -116,6 +116,14 @@ def program_args(argv: list[str]) -> list[str]:
     return []
 
 
+ENDING_BY_ITSELF = frozenset({"exit", "os._exit"})
+"""Final flushes of a process that is ending with its own status. SIGTERM or SIGHUP
+arriving meanwhile waits for the flush (a pool's ``terminate`` reached workers that
+were exiting, and killed them in the middle of it: their last records were lost),
+then is not acted on: untraced, the process would have been gone by then; it is the
+flush that made it late (a forkserver pool's workers exit 0 untraced)."""
+
+
 class TracerSession:
     def __init__(self, config: TracerConfig) -> None:
         self.config = config
@@ -137,6 +145,10 @@ class TracerSession:
             full=config.mode == "full",
         )
         self.finished = False
+        self.finishing = False
+        """The final flush is under way (a flush-then-die signal waits for its end)."""
+        self.pending_signal: int | None = None
+        """A flush-then-die signal that came while :attr:`finishing`."""
         self.unseen: list[str] = []
         """What a channel knows it cannot observe in this process (an unknown library
         version, an unsupported API): sent in STATS, a problem line in every analysis."""
@@ -245,6 +257,17 @@ class TracerSession:
                 if flush is not None:
                     self.guarded(flush)
         self.finished = True
+        self.finishing = True
+        try:
+            self._finish(reason)
+        finally:
+            self.finishing = False
+            signum, self.pending_signal = self.pending_signal, None
+            if signum is not None and reason not in ENDING_BY_ITSELF:
+                _signal.signal(signum, _signal.SIG_DFL)  # it came while we flushed
+                _signal.raise_signal(signum)
+
+    def _finish(self, reason: str) -> None:
         try:
             self._audit(reason)
             self.flusher.stop(for_good=True)

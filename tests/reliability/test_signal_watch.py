@@ -170,3 +170,38 @@ print(repr(previous), isinstance(previous, signal.Handlers))
 
     assert "<Handlers.SIG_DFL: 0>" in plain.stdout
     assert (traced.returncode, traced.stdout) == (plain.returncode, plain.stdout)
+
+
+TERMINATED_POOL = """
+import multiprocessing as mp, sys, time
+
+def work(x):
+    return x * 2
+
+if __name__ == "__main__":
+    pool = mp.get_context(sys.argv[1]).Pool(2)
+    print(pool.apply(work, (7,)), flush=True)
+    time.sleep(0.3)  # the workers wait for tasks; terminate() first tells them to leave
+    pool.terminate()
+    pool.join()
+"""
+
+
+@pytest.mark.parametrize("method", ["spawn", "forkserver"])
+def test_a_signal_during_the_final_flush_waits_for_it(program, tmp_path: Path,
+                                                      method: str) -> None:
+    """``Pool.terminate`` sends SIGTERM to workers it has just told to leave: it reached
+    them inside their final flush, and the handler killed them there, their last
+    records lost ("ended without a final flush", every worker, every run). The
+    signal now waits for the flush; a worker already ending by itself then ends as it
+    was going to (untraced it would have been gone by then)."""
+    from distea.analyzer.run import Run
+
+    script = program("pool.py", TERMINATED_POOL)
+    plain = run([PY, script.name, method], script.parent, None)
+    traced = run([PY, script.name, method], script.parent, tmp_path / "run")
+    assert (traced.returncode, traced.stdout) == (plain.returncode, plain.stdout) == (0, "14\n")
+    processes = Run.load(tmp_path / "run").processes.values()
+    workers = [p for p in processes if p.start_method in ("spawn", "fork")]
+    assert len(workers) == 2
+    assert all(p.complete for p in processes), [(p.role, p.end_reason) for p in processes]
