@@ -572,6 +572,11 @@ class TracerSession:
         """Two channel ends that are one pipe or socket pair."""
         self.emitter.add([Tag.LINK, kind, end_a, end_b])
 
+    def say_unseen(self, text: str) -> None:
+        """Note once what this process's channels cannot observe (a problem line)."""
+        if text not in self.unseen:
+            self.unseen.append(text)
+
     def untraced(self, pid: int | None, argv: list[str], reason: str,
                  extra: dict[str, Any] | None = None) -> None:
         self.emitter.add([Tag.UNTRACED, pid, argv, reason] + ([extra] if extra else []))

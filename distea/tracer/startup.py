@@ -217,7 +217,7 @@ def _flush_on_sigterm(session: TracerSession) -> None:
     the signal watch (``sigwatch.py``), so that the process still dies of it.
     """
     def handler(signum: int, frame: FrameType | None) -> None:
-        if session.finishing:  # the final flush it interrupted dies of it once done
+        if session.finishing:  # the final flush it interrupted acts on it once done
             session.pending_signal = signum
             return
         session.finish("signal")

@@ -92,7 +92,7 @@ class GrpcChannel:
                 missing.append(module_name)
         if missing:
             version = getattr(grpc, "__version__", "of unknown version")
-            session.unseen.append(
+            session.say_unseen(
                 f"grpcio {version}: {', '.join(missing)} not as distea knows it; gRPC "
                 "messages through it are not recorded")
 
@@ -195,8 +195,8 @@ class GrpcChannel:
             session = self.session
             note = (f"gRPC handler {type(handler).__name__} of {method} is not an "
                     "RpcMethodHandler: its messages are not recorded")
-            if session is not None and note not in session.unseen:
-                session.unseen.append(note)
+            if session is not None:
+                session.say_unseen(note)
             return handler
         try:
             return replace(

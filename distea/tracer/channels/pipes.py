@@ -606,9 +606,7 @@ def over_fifo(original: Any, stream: Any, args: tuple[Any, ...], kwargs: dict[st
     twice: a FIFO's open waits for its other end), named by the path as before; the
     original stream is closed. Named pipes between processes were recorded at
     neither end when both opened them by path."""
-    arguments = dict(zip(OPEN_PARAMETERS, args, strict=False)) | kwargs
-    if len(args) > len(OPEN_PARAMETERS) or not set(arguments) <= set(OPEN_PARAMETERS):
-        return stream
+    arguments = dict(zip(OPEN_PARAMETERS, args, strict=False)) | kwargs  # open took them
     duplicate = os.dup(stream.fileno())
     try:
         result = over_pipe(original, arguments | {"file": duplicate, "closefd": True,

@@ -325,8 +325,8 @@ class ProcessChannel:
         def make_pty(*args: Any, **kwargs: Any) -> Any:
             result = original(*args, **kwargs)
             session = channel.session
-            if session is not None and not session.finished and PTY_NOTE not in session.unseen:
-                session.unseen.append(PTY_NOTE)
+            if session is not None and not session.finished:
+                session.say_unseen(PTY_NOTE)
             return result
 
         return make_pty

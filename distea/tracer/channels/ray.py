@@ -71,8 +71,8 @@ class RayChannel:
 
     def note(self, text: str) -> None:
         session = self.session
-        if session is not None and text not in session.unseen:
-            session.unseen.append(text)
+        if session is not None:
+            session.say_unseen(text)
 
     def _on_import(self, ray: ModuleType) -> None:
         if self.session is None:

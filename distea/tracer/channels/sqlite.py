@@ -49,7 +49,6 @@ class SqliteChannel:
     def __init__(self) -> None:
         self.patches = Patches()
         self.session: TracerSession | None = None
-        self.noted: set[str] = set()
 
     def install(self, session: TracerSession) -> None:
         self.session = session
@@ -79,10 +78,9 @@ class SqliteChannel:
 
     def note(self, path: str | None) -> None:
         session = self.session
-        if path is None or path in self.noted or session is None or session.finished:
+        if path is None or session is None or session.finished:
             return
-        self.noted.add(path)
-        session.unseen.append(
+        session.say_unseen(
             f"SQLite database {path}: read and written in C (libsqlite3), not recorded; "
             "what other processes wrote there and this one read, or the other way "
             "round, is not ordered (an impact set may stop at it)")
