@@ -13,15 +13,6 @@ import pytest
 
 from tests.channels.support import Traced, run_both
 
-
-def _run(tmp_path: Path, name: str, source: str) -> Traced:
-    """Write ``source`` as ``app/name`` and run it untraced and traced."""
-    script = tmp_path / "app" / name
-    script.parent.mkdir()
-    script.write_text(source)
-    return run_both(script)
-
-
 ASK = r'''
 import subprocess
 
@@ -35,10 +26,10 @@ print(use(ask()))
 '''
 
 
-def test_reading_a_non_python_child_is_explained(tmp_path: Path) -> None:
+def test_reading_a_non_python_child_is_explained(program) -> None:
     # the parent writes cat's stdin, reads its stdout and waits for it: both receives
     # come from cat, whose only input is the parent (its spawn and its stdin)
-    traced = _run(tmp_path, "ask.py", ASK)
+    traced = run_both(program("ask.py", ASK))
     assert traced.stdout == "hello\n"
     m = traced.run.matching
     assert m.external == 0 and m.ambiguous == 0, traced.run.problems
@@ -64,10 +55,10 @@ print(try_to_start())
 '''
 
 
-def test_a_failed_exec_is_explained(tmp_path: Path) -> None:
+def test_a_failed_exec_is_explained(program) -> None:
     # the forked child writes exec's error in C on a pipe the parent reads: it comes
     # from the spawn (CPython's test_subprocess read 2,085 such errors, all external)
-    traced = _run(tmp_path, "missing.py", MISSING)
+    traced = run_both(program("missing.py", MISSING))
     assert traced.stdout == "No such file or directory\n"
     m = traced.run.matching
     assert m.external == 0 and m.ambiguous == 0, traced.run.problems
@@ -86,10 +77,10 @@ print(system())
 '''
 
 
-def test_a_program_that_only_prints_is_no_problem(tmp_path: Path) -> None:
+def test_a_program_that_only_prints_is_no_problem(program) -> None:
     # ``uname`` reads the system's name and prints it (like ``ldconfig -p`` that
     # ``import torch`` runs): once its output and exit are ordered, nothing is left
-    traced = _run(tmp_path, "quiet.py", QUIET)
+    traced = run_both(program("quiet.py", QUIET))
     assert traced.run.problems == []
     assert any("uname" in note for note in traced.run.notes)
 

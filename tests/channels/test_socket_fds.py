@@ -15,8 +15,6 @@ problem line said why.
 
 from __future__ import annotations
 
-from pathlib import Path
-
 import pytest
 
 from distea.model import MessageEvent
@@ -57,11 +55,8 @@ else:
 
 
 @pytest.mark.parametrize("transport", ["unix", "tcp"])
-def test_os_calls_on_a_stream_socket_are_messages(tmp_path: Path, transport: str) -> None:
-    script = tmp_path / "app" / "fdsock.py"
-    script.parent.mkdir()
-    script.write_text(APP)
-    traced = run_both(script, transport)
+def test_os_calls_on_a_stream_socket_are_messages(program, transport: str) -> None:
+    traced = run_both(program("fdsock.py", APP), transport)
     assert traced.stdout == "ok\n"
     def who(event: MessageEvent) -> str:
         return "child" if "child" in traced.run.processes[event.process].argv else "parent"
@@ -117,16 +112,13 @@ parent.close()
 
 
 @pytest.mark.parametrize("transport", ["unix", "tcp"])
-def test_sendto_and_recvfrom_on_a_stream_socket_are_its_bytes(tmp_path: Path,
+def test_sendto_and_recvfrom_on_a_stream_socket_are_its_bytes(program,
                                                               transport: str) -> None:
     """``sendto``/``recvfrom``/``recvfrom_into`` on a stream socket (CPython allows them;
     the datagram channel patches them): recorded as the stream's bytes. Before, the
     receive was not recorded at all: ``consume`` was missing from ``produce``'s impact
     set, silently on a Unix socket."""
-    script = tmp_path / "app" / "fromto.py"
-    script.parent.mkdir()
-    script.write_text(FROM_TO)
-    traced = run_both(script, transport)
+    traced = run_both(program("fromto.py", FROM_TO), transport)
     assert traced.stdout == "PAYLOAD-FROM-CHILD\n"
     edges = traced.edges(transport)
     assert sorted((r.start, r.end) for _, r in edges) == [(0, 18), (0, 18)]

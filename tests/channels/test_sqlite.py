@@ -10,8 +10,6 @@ an in-memory database (private to its process) is not named.
 
 from __future__ import annotations
 
-from pathlib import Path
-
 from tests.channels.support import run_both
 
 SHARED = r'''
@@ -47,10 +45,8 @@ print("private")
 '''
 
 
-def test_a_shared_database_is_named_in_every_process_that_opened_it(tmp_path: Path) -> None:
-    script = tmp_path / "app" / "jobs.py"
-    script.parent.mkdir()
-    script.write_text(SHARED)
+def test_a_shared_database_is_named_in_every_process_that_opened_it(program) -> None:
+    script = program("jobs.py", SHARED)
     traced = run_both(script)
     assert traced.stdout == "42 True\n"
     database = script.parent / "jobs.db"
@@ -59,10 +55,7 @@ def test_a_shared_database_is_named_in_every_process_that_opened_it(tmp_path: Pa
     assert traced.errors() == 0
 
 
-def test_an_in_memory_database_is_not_named(tmp_path: Path) -> None:
-    script = tmp_path / "app" / "private.py"
-    script.parent.mkdir()
-    script.write_text(PRIVATE)
-    traced = run_both(script)
+def test_an_in_memory_database_is_not_named(program) -> None:
+    traced = run_both(program("private.py", PRIVATE))
     assert traced.stdout == "private\n"
     assert not [p for p in traced.run.problems if "SQLite" in p], traced.run.problems
