@@ -203,26 +203,28 @@ def test_exit_code_and_output_unchanged(program, tmp_path: Path) -> None:
     assert "fails.compute" in next(iter(traced.data.executions.values()))
 
 
-def test_a_preexec_fn_sets_the_childs_environment_as_untraced(program, tmp_path: Path
-                                                              ) -> None:
-    """``os.putenv`` in a ``preexec_fn`` reaches the child (CPython's
-    ``test_subprocess.test_preexec`` failed traced: the tracer's variables went in as
-    a whole environment, which replaced the one the preexec_fn had set); the child is
+def test_a_child_inherits_the_environment_as_putenv_left_it(program, tmp_path: Path
+                                                            ) -> None:
+    """``os.putenv`` in a ``preexec_fn``, and in the parent outside ``os.environ``,
+    reaches a child that inherits the environment (CPython's ``test_subprocess.
+    test_preexec`` and ``test_os.test_putenv_unsetenv`` failed traced: the tracer's
+    variables went in as a whole environment built from ``os.environ``); each child is
     still traced and linked to its parent."""
     script = program("preexec.py", """
         import os, subprocess, sys
-        def spawn():
+        def spawn(name, **options):
             return subprocess.run(
-                [sys.executable, "-c", "import os; print(os.getenv('FRUIT'))"],
-                capture_output=True, text=True, preexec_fn=lambda: os.putenv("FRUIT", "apple"),
-                check=True).stdout
-        print(spawn().strip())
+                [sys.executable, "-c", f"import os; print(os.getenv({name!r}))"],
+                capture_output=True, text=True, check=True, **options).stdout.strip()
+        print(spawn("FRUIT", preexec_fn=lambda: os.putenv("FRUIT", "apple")))
+        os.putenv("VEGETABLE", "leek")
+        print(spawn("VEGETABLE"))
     """)
     traced = run_traced([sys.executable, script.name], script.parent, tmp_path / "run")
     untraced = run_untraced([sys.executable, script.name], script.parent)
-    assert untraced.stdout == "apple\n"
+    assert untraced.stdout == "apple\nleek\n"
     assert (traced.result.returncode, traced.result.stdout) == (0, untraced.stdout)
-    assert len(traced.data.processes) == 2 and children_of_the_root(traced.data) == 1
+    assert len(traced.data.processes) == 3 and children_of_the_root(traced.data) == 2
 
 
 def test_the_programs_own_errors_are_not_tracer_errors(tmp_path: Path) -> None:

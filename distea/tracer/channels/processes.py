@@ -23,6 +23,7 @@
 
 from __future__ import annotations
 
+import _thread
 import os
 import stat
 
@@ -58,8 +59,10 @@ STD_FDS_AT = (0, 3, 5, 7)
 descriptors (``p2cread``, ``c2pwrite``, ``errwrite``; -1: inherited) and the pipe on
 which its forked process reports a failed ``exec`` (``errpipe_write``), in 3.12 and
 3.13."""
-PREEXEC_AT = 15
-"""Where they hold ``preexec_fn`` (None: none), in 3.12 and 3.13."""
+SPAWN_LOCK = _thread.allocate_lock()
+"""Held while a spawn's variables stand in this process's C environment (:func:`inheriting`)."""
+SPAWN_LOCK_WAIT_S = 1.0
+"""A ``preexec_fn`` that spawns, in a child forked while the lock was held, waits no longer."""
 
 
 def _is_python(argv: Sequence[Any]) -> bool:
@@ -122,17 +125,40 @@ def _decoded(argv: Sequence[Any]) -> list[str]:
     return [os.fsdecode(a) for a in argv]
 
 
-def _with_variables(env: list[bytes] | None, variables: dict[str, str]) -> list[bytes]:
-    """A ``fork_exec`` environment list (None: inherit ours) with ``variables`` set, and
-    the tracer's own where the program's list lacks them (:func:`tracing_variables`)."""
-    if env is not None:
-        given = dict(os.fsdecode(e).partition("=")[::2] for e in env)
-        variables = {**variables, **tracing_variables(given)}
+def _with_variables(env: list[bytes], variables: dict[str, str]) -> list[bytes]:
+    """The program's ``fork_exec`` environment list with ``variables`` set, and the
+    tracer's own where it lacks them (:func:`tracing_variables`)."""
+    given = dict(os.fsdecode(e).partition("=")[::2] for e in env)
+    variables = {**variables, **tracing_variables(given)}
     ours = tuple(f"{name}=".encode()
                  for name in (PARENT_TOKEN_ENV, START_METHOD_ENV, *variables))
-    items = [e for e in (env if env is not None else _environ_list()) if not e.startswith(ours)]
+    items = [e for e in env if not e.startswith(ours)]
     items.extend(os.fsencode(f"{name}={value}") for name, value in variables.items())
     return items
+
+
+def inheriting(variables: dict[str, str], spawn: Any, *args: Any, **kwargs: Any) -> Any:
+    """``spawn(*args, **kwargs)`` of a child that inherits this process's environment,
+    with ``variables`` put in it (``os.putenv``) for the child alone and taken out again.
+
+    The child gets the environment as it is, ``os.putenv`` made outside ``os.environ``
+    and a ``preexec_fn``'s own included; a list built from ``os.environ`` replaced it
+    (CPython's ``test_os.test_putenv_unsetenv`` and ``test_subprocess.test_preexec``
+    failed traced). One spawn at a time puts its variables there (``SPAWN_LOCK``), so
+    that no child takes another one's token.
+    """
+    locked = SPAWN_LOCK.acquire(timeout=SPAWN_LOCK_WAIT_S)
+    try:
+        for name, value in variables.items():
+            os.putenv(name, value)
+        try:
+            return spawn(*args, **kwargs)
+        finally:
+            for name in variables:
+                os.unsetenv(name)
+    finally:
+        if locked:
+            SPAWN_LOCK.release()
 
 
 def tracing_variables(given: Mapping[str, str]) -> dict[str, str]:
@@ -153,26 +179,6 @@ def tracing_variables(given: Mapping[str, str]) -> dict[str, str]:
     if hook and hook[0] not in path:
         out["PYTHONPATH"] = os.pathsep.join([hook[0], *path])
     return out
-
-
-def _setting_after(rest: tuple[Any, ...], variables: dict[str, str]) -> tuple[Any, ...]:
-    """``fork_exec``'s arguments after ``env`` with a ``preexec_fn`` that runs the
-    program's, then sets ``variables`` in the child: the child inherits the environment
-    as the program's ``preexec_fn`` left it (``os.putenv`` there: CPython's
-    ``test_subprocess.test_preexec``), which an environment list would replace."""
-    program_preexec = rest[PREEXEC_AT]
-    putenv = os.putenv
-
-    def preexec() -> None:
-        program_preexec()
-        for name, value in variables.items():
-            putenv(name, value)
-
-    return (*rest[:PREEXEC_AT], preexec, *rest[PREEXEC_AT + 1:])
-
-
-def _environ_list() -> list[bytes]:
-    return [k + b"=" + v for k, v in os.environb.items()]
 
 
 def _spawn_method(argv: list[str]) -> str | None:
@@ -241,15 +247,17 @@ class ProcessChannel:
             failed = False
             try:
                 variables = self._announce(_decoded(args))
-                if variables and env is None and len(rest) > PREEXEC_AT and rest[PREEXEC_AT]:
-                    rest = _setting_after(rest, variables)
-                elif variables:
+                if variables and env is not None:
                     env = _with_variables(env, variables)
             except Exception:
                 failed = True
             # arguments that fork_exec rejects (CPython's test_subprocess passes some on
             # purpose) raise here: the program's error, not the tracer's
-            pid = original(args, executable_list, close_fds, pass_fds, cwd, env, *rest)
+            if variables and env is None:
+                pid = inheriting(variables, original, args, executable_list, close_fds,
+                                 pass_fds, cwd, None, *rest)
+            else:
+                pid = original(args, executable_list, close_fds, pass_fds, cwd, env, *rest)
             if failed and self.session is not None:
                 self.session.errors += 1
             self._note_not_python(pid, args, variables.get(PARENT_TOKEN_ENV),
@@ -337,13 +345,14 @@ class ProcessChannel:
             try:
                 variables = self._announce(_decoded(argv))
                 if variables and env is not None:
-                    variables.update(tracing_variables(env))
-                if variables:
-                    env = {**(os.environ if env is None else env), **variables}
+                    env = {**env, **tracing_variables(env), **variables}
             except Exception:
                 if self.session is not None:
                     self.session.errors += 1
-            pid = original(path, argv, env, *args, **kwargs)
+            if variables and env is None:
+                pid = inheriting(variables, original, path, argv, None, *args, **kwargs)
+            else:
+                pid = original(path, argv, env, *args, **kwargs)
             self._note_not_python(pid, argv, variables.get(PARENT_TOKEN_ENV),
                                   _spawn_std_fds(kwargs.get("file_actions")))
             return pid
