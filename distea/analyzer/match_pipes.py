@@ -23,7 +23,8 @@ read returned (``t0 <= t1``) and may start before the read's last byte
 (:func:`_pair_by_time`): every write whose bytes the read got is among
 those, or behind one of them in its writer's own order, or behind an
 earlier read of the reader. Where the positions settle that set (no
-overlapping bracket straddles the read's end), the read is matched and its
+overlapping bracket straddles the read's end, or the writes begun before the
+read returned fill the pipe exactly to its end), the read is matched and its
 orderings are certain edges, the write carrying its last byte among them;
 otherwise it is uncertain over the same writes (safe, counted ambiguous).
 
@@ -299,11 +300,30 @@ def _unsure_writers(stream: _Stream, proc_of: list[int], q: int, r: int) -> set[
     k = max(bisect_right(los, least_end) - 1, 0)
     stop = bisect_left(los, placed.hi)
     for cluster in stream.clusters[k:stop]:
+        if placed.alone and _filled_by_then(stream, cluster, r):
+            continue
         for s in cluster:
             if proc_of[s] != q and stream.t0[s] <= stream.t1[r] and \
                     stream.writes[s].hi - size[s] >= least_end:
                 found.add(proc_of[s])
     return found
+
+
+def _filled_by_then(stream: _Stream, cluster: list[int], r: int) -> bool:
+    """Whether the writes of ``cluster`` begun before read ``r`` returned fill the
+    pipe exactly from the cluster's start to the read's end (``r`` placed exactly).
+
+    A write begun after the read returned puts its bytes behind those the read
+    already took, so the bytes from the cluster's start to the read's end are
+    all from writes begun before: where those add up to exactly that many, every
+    one of them lies wholly before the read's end, however their brackets
+    overlap. The usual case of a reader blocked on a pipe that several
+    processes write at once (multiprocessing's resource tracker): each write
+    wakes the read, brackets overlap under load, and this places them.
+    """
+    t0, t1, size = stream.t0, stream.t1, stream.size
+    begun = sum(size[s] for s in cluster if t0[s] <= t1[r])
+    return stream.writes[cluster[0]].lo + begun == stream.reads[r].hi
 
 
 def _carrier(stream: _Stream, r: int) -> int | None:

@@ -207,6 +207,23 @@ def test_overlapping_writes_around_a_reads_end_are_uncertain(tb: TraceBuilder) -
     assert before(run, ("A", 4), ("R", 5))
 
 
+def test_writes_begun_before_a_read_returned_that_fill_it_exactly_are_certain(
+        tb: TraceBuilder) -> None:
+    """A reader blocked on the pipe, woken by each write (the resource tracker
+    under load): A1 [10, 30] and B1 [26, 40] overlap, so the pipe holds them in
+    [0, 9) in some order. But B1 began after the first read returned, so its
+    bytes are behind the 4 that read took: those are A1's, exactly."""
+    a, b, r = tb.process("A"), tb.process("B"), tb.process("R")
+    a.send(2, "pipe", PIPE, 0, 4, t=[10, 30])
+    b.send(2, "pipe", PIPE, 0, 5, t=[26, 40])
+    r.recv(3, "pipe", PIPE, 0, 4, t=[5, 25])
+    r.recv(5, "pipe", PIPE, 4, 9, t=[27, 41])
+    run = load(tb)
+    assert pairs(run) == {(("A", 2), ("R", 3)), (("B", 2), ("R", 5))}
+    assert not before(run, ("B", 2), ("R", 3))
+    assert counts(run) == (2, 0, 0, 0)
+
+
 def test_bytes_beyond_every_recorded_write_distrust_the_pipe(tb: TraceBuilder) -> None:
     _tracker(tb)  # the 3rd read got 2 bytes that no recorded write carried
     run = load(tb)
@@ -314,21 +331,25 @@ def pipe_histories(draw: st.DrawFn) -> list[Op]:
 
 
 def _trace(tb: TraceBuilder, ops: list[Op]) -> None:
-    """Records as tracers write them: each process counts its own bytes, and its
-    clock orders a write when its send was stamped (before it began), a read when
-    its receive was recorded (after it returned)."""
-    procs = {}
+    """Records as tracers write them: each process counts its own bytes as its
+    calls return (``t1``; the tracer adds to its count right after reading it),
+    and its clock orders a write when its send was stamped (before it began), a
+    read when its receive was recorded (after it returned)."""
+    recorded = [op for op in ops if op.recorded and op.moved]
+    offset: dict[int, int] = {}
     counts: dict[tuple[int, bool], int] = {}
-    for op in sorted(ops, key=lambda op: (op.process,
-                                          op.t0 - op.lag if op.write else op.t1 + op.lag)):
-        if not op.recorded or op.moved == 0:
-            continue
+    for k, op in sorted(enumerate(recorded), key=lambda item: (item[1].t1, item[1].t0)):
+        offset[k] = counts.get((op.process, op.write), 0)
+        counts[(op.process, op.write)] = offset[k] + op.moved
+    procs = {}
+    for k, op in sorted(enumerate(recorded), key=lambda item: (
+            item[1].process, item[1].t0 - item[1].lag if item[1].write
+            else item[1].t1 + item[1].lag)):
         proc = procs.get(op.process)
         if proc is None:
             proc = procs[op.process] = tb.process(f"P{op.process}")
         op.clock = 2 * len(proc.records)
-        a = counts.get((op.process, op.write), 0)
-        counts[(op.process, op.write)] = a + op.moved
+        a = offset[k]
         (proc.send if op.write else proc.recv)(op.clock, "pipe", PIPE, a, a + op.moved,
                                                t=[op.t0, op.t1])
 
