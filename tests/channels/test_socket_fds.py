@@ -127,3 +127,119 @@ def test_sendto_and_recvfrom_on_a_stream_socket_are_its_bytes(program,
     assert not traced.run.unseen.reports, traced.run.problems
     assert {"fromto.consume", "fromto.finish"} <= traced.impacted("fromto.produce")
     assert traced.errors() == 0
+
+
+SENDFILE = r'''
+import asyncio, os, socket, sys, tempfile
+
+HEADER = b"LEN 18\n"
+
+def produce(path):
+    with open(path, "wb") as f:
+        f.write(b"payload-from-disk!")
+
+def consume(body):
+    return body.upper()
+
+def serve(conn, path):
+    assert conn.recv(100) == b"GET"
+    conn.sendall(HEADER)  # through the object: the connection's stream starts here
+    produce(path)  # after the header left: only the body can carry it
+    with open(path, "rb") as f:
+        if sys.argv[2] == "asyncio":
+            async def send():
+                conn.setblocking(False)
+                await asyncio.get_running_loop().sock_sendfile(conn, f, fallback=False)
+            asyncio.run(send())
+        else:
+            assert conn.sendfile(f) == 18  # os.sendfile underneath, not send
+
+def fetch(sock):
+    sock.sendall(b"GET")
+    data = b""
+    while len(data) < len(HEADER) + 18:
+        data += sock.recv(100)
+    print(consume(data[len(HEADER):]).decode(), flush=True)
+
+if sys.argv[1] == "unix":
+    server_end, client_end = socket.socketpair()
+else:
+    listener = socket.create_server(("127.0.0.1", 0))
+    client_end = socket.create_connection(listener.getsockname())
+    server_end, _ = listener.accept()
+    listener.close()
+pid = os.fork()
+if pid == 0:
+    server_end.close()
+    fetch(client_end)
+    client_end.close()
+    os._exit(0)
+client_end.close()
+with tempfile.TemporaryDirectory() as tmp:
+    serve(server_end, os.path.join(tmp, "body"))
+os.waitpid(pid, 0)
+server_end.close()
+'''
+
+
+@pytest.mark.parametrize(("transport", "how"), [("unix", "socket"), ("tcp", "socket"),
+                                                ("tcp", "asyncio")])
+def test_sendfile_counts_on_the_sockets_own_stream(program, transport: str,
+                                                   how: str) -> None:
+    """A server answers with a header through the socket object and a file's bytes
+    through ``socket.sendfile`` (or asyncio's ``sock_sendfile``): ``os.sendfile``
+    underneath, counted on the object's stream after its header. Expected by hand:
+    the client's reads pair with the server's two sends (bytes 0-7 the header, 7-25
+    the body), nothing external or unseen, and ``produce``, which ran after the
+    header left, reaches the client's ``consume`` through the body alone. Before, the
+    body's bytes had no recorded send: the client's reads of them external, and
+    ``consume`` missing from ``produce``'s impact set."""
+    traced = run_both(program("sendfile.py", SENDFILE), transport, how)
+    assert traced.stdout == "PAYLOAD-FROM-DISK!\n"
+    sends = sorted((e.start, e.end) for e in traced.events(transport, "send"))
+    assert sends == [(0, 3), (0, 7), (7, 25)], sends  # GET up; header, body down
+    m = traced.run.matching
+    assert m.by_kind[transport].matched == m.by_kind[transport].recvs
+    assert m.external == m.ambiguous == 0, traced.run.problems
+    assert not traced.run.unseen.reports, traced.run.problems
+    assert "sendfile.consume" in traced.impacted("sendfile.produce")
+    assert traced.errors() == 0
+
+
+BOTH_WAYS = r'''
+import os, socket
+
+def produce():
+    return b"more"
+
+def consume(data):
+    return data.upper()
+
+parent, child = socket.socketpair()
+pid = os.fork()
+if pid == 0:
+    parent.close()
+    data = b""
+    while len(data) < 6:
+        data += child.recv(100)
+    print(consume(data).decode(), flush=True)
+    os._exit(0)
+child.close()
+os.write(parent.fileno(), b"hi")  # through os first: the object has not moved a byte yet
+parent.sendall(produce())
+os.waitpid(pid, 0)
+parent.close()
+'''
+
+
+def test_os_calls_and_the_object_count_one_stream(program) -> None:
+    """``os.write`` on a socket's descriptor, then ``sendall`` on its object: one count
+    for the connection (bytes 0-2, then 2-6). Before, each counted from 0, the two
+    sends overlapped and the child's read could not be placed."""
+    traced = run_both(program("bothways.py", BOTH_WAYS))
+    assert traced.stdout == "HIMORE\n"
+    assert sorted((e.start, e.end) for e in traced.events("unix", "send")) == [(0, 2), (2, 6)]
+    m = traced.run.matching
+    assert m.external == m.ambiguous == 0, traced.run.problems
+    assert "bothways.consume" in traced.impacted("bothways.produce")
+    assert traced.errors() == 0

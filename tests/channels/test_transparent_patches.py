@@ -104,7 +104,8 @@ def test_every_patch_pickles_and_introspects_like_the_original(tmp_path: Path) -
     found = json.loads(out.read_text())
     assert found["problems"] == []
     labels = {row["label"] for row in found["rows"]}
-    for name in ("os._exit", "os.read", "os.write", "os.waitpid", "socket.socket.send",
+    for name in ("os._exit", "os.read", "os.write", "os.readv", "os.sendfile", "os.waitpid",
+                 "socket.socket.send",
                  "socket.socket.sendall", "socket.socket.recv", "signal.set_wakeup_fd",
                  "ssl.SSLSocket.send", "zmq.sugar.socket.Socket.send",
                  "multiprocessing.connection.Connection._send_bytes"):

@@ -7,7 +7,8 @@ direction is counted in bytes, and the analyzer pairs a receive of bytes
 
 Where bytes cross a pipe in a Python process, and how each is seen:
 
-- ``os.read``/``os.write`` on a descriptor that is a pipe or FIFO
+- ``os.read``/``os.write`` (and ``readv``/``writev``/``sendfile``/``splice``)
+  on a descriptor that is a pipe or FIFO
   (``os.pipe()``, ``os.mkfifo`` + ``os.open``, inherited, asyncio's pipe
   transports, ``Popen.communicate`` with several pipes): patched here. One
   ``fstat`` decides per new descriptor; the fd-making and fd-closing ``os``
@@ -52,10 +53,11 @@ counted here; only the running call's own descriptor is theirs (a
 finalizer that writes to another pipe during the call is recorded). A FIFO
 opened by path (``open(path)``) is a pipe too: the file object the
 interpreter built is rebuilt over a counting raw layer on a duplicate of
-its descriptor (:func:`over_fifo`). Not seen:
-``os.readv``/``os.writev``/``os.splice``/``os.sendfile``, and pipes written
-by C extensions or non-Python children (their reader's bytes have no
-recorded send: external, reported).
+its descriptor (:func:`over_fifo`). ``os.readv``/``os.writev``,
+``os.sendfile`` and ``os.splice`` are recorded as reads and writes of
+whichever of their descriptors is a pipe (or a stream socket). Not seen:
+pipes written by C extensions or non-Python children (their reader's bytes
+have no recorded send: external, reported).
 """
 
 from __future__ import annotations
@@ -367,7 +369,7 @@ class PipeChannel:
         if self.socket_fds is None:
             from distea.tracer.channels.socket_fds import SocketFds
 
-            self.socket_fds = SocketFds()
+            self.socket_fds = SocketFds(self.session)
         stream = self.socket_fds.stream(fd, inode)
         if stream is None:
             return False
@@ -391,6 +393,9 @@ class PipeChannel:
     # -- os.read / os.write ---------------------------------------------------------
 
     def _patch_read_write(self) -> None:
+        """``os.read``/``os.write`` and the calls that move bytes between descriptors
+        in bulk: ``os.readv``/``os.writev``, ``os.sendfile`` (``socket.sendfile`` and
+        asyncio's ``sock_sendfile`` use it), ``os.splice``."""
         channel = self
         fds_get = self.fds.get
         orig_read, orig_write = os.read, os.write
@@ -405,64 +410,138 @@ class PipeChannel:
                 channel.error()
             t0 = monotonic_ns()
             data = orig_read(fd, n)
-            t1 = monotonic_ns()
-            if data and not session.finished:
-                try:
-                    ino = channel.pipe_inode(fd)
-                    if ino >= 0:
-                        counts = channel.counts_of(ino)
-                        start = counts.read
-                        counts.read = end = start + len(data)
-                        session.recv(KIND, counts.name, start, end, {"t": [t0, t1]})
-                    elif ino == SOCKET:
-                        stream = channel.fd_sockets[fd]
-                        start = stream.received
-                        stream.received = end = start + len(data)
-                        session.recv(stream.kind, stream.incoming, start, end)
-                except Exception:
-                    channel.error()
+            if data:
+                channel.moved_in(session, fd, len(data), t0, monotonic_ns())
             return data
 
         def write(fd: int, data: Any) -> int:
-            session = channel.session
-            counts = stream = reserved = None
-            if (fds_get(fd, 0) != -1 and session is not None and not session.finished
-                    and not moved_by_multiprocessing(fd)):
-                try:
-                    ino = channel.pipe_inode(fd)
-                    if ino >= 0:
-                        counts = channel.counts_of(ino)
-                        reserved = session.stamp()
-                    elif ino == SOCKET:
-                        stream = channel.fd_sockets[fd]
-                        reserved = session.stamp()
-                except Exception:
-                    channel.error()
-            if reserved is None:
+            target = channel.sending_on(fd)
+            if target is None:
                 return orig_write(fd, data)
             t0 = monotonic_ns()
             written = orig_write(fd, data)
-            t1 = monotonic_ns()
-            if written:
-                try:
-                    if counts is not None:
-                        start = counts.written
-                        counts.written = end = start + written
-                        session.send(KIND, counts.name, start, end,  # type: ignore[union-attr]
-                                     {"t": [t0, t1]}, stamp=reserved)
-                    elif stream is not None:
-                        start = stream.sent
-                        stream.sent = end = start + written
-                        session.send(stream.kind, stream.outgoing, start, end,  # type: ignore[union-attr]
-                                     stamp=reserved)
-                except Exception:
-                    channel.error()
+            channel.moved_out(target, written, t0, monotonic_ns())
             return written
 
         for func, original in ((read, orig_read), (write, orig_write)):
             _look_like(func, original)
-        self.patches.replace(os, "read", read)
-        self.patches.replace(os, "write", write)
+            self.patches.replace(os, original.__name__, func)
+        self._patch_bulk()
+
+    def _patch_bulk(self) -> None:
+        """The bulk calls, each as ``read``/``write`` above, on whichever of its
+        descriptors is a pipe or a stream socket (``splice`` reads one, writes the
+        other: a write at the destination, stamped before the bytes left, and a read
+        at the source)."""
+        channel = self
+
+        def bulk(name: str, source: tuple[int, str] | None,
+                 destination: tuple[int, str] | None) -> None:
+            original = getattr(os, name, None)
+            if original is None:
+                return
+
+            def fd_at(where: tuple[int, str] | None, args: tuple[Any, ...],
+                      kwargs: dict[str, Any]) -> int | None:
+                if where is None:
+                    return None
+                fd = args[where[0]] if len(args) > where[0] else kwargs.get(where[1])
+                return fd if type(fd) is int else None
+
+            def moved(*args: Any, **kwargs: Any) -> Any:
+                session = channel.session
+                if session is None:
+                    return original(*args, **kwargs)
+                out, into = fd_at(destination, args, kwargs), fd_at(source, args, kwargs)
+                target = channel.sending_on(out) if out is not None else None
+                reading = into is not None and channel.is_followed(into)
+                if target is None and not reading:
+                    return original(*args, **kwargs)
+                if reading:
+                    try:
+                        session.before_blocking()  # a read may wait
+                    except Exception:
+                        channel.error()
+                t0 = monotonic_ns()
+                count = original(*args, **kwargs)
+                t1 = monotonic_ns()
+                if target is not None:
+                    channel.moved_out(target, count, t0, t1)
+                if reading and count:
+                    channel.moved_in(session, into, count, t0, t1)  # type: ignore[arg-type]
+                return count
+
+            _look_like(moved, original)
+            self.patches.replace(os, name, moved)
+
+        bulk("readv", (0, "fd"), None)
+        bulk("writev", None, (0, "fd"))
+        bulk("sendfile", (1, "in_fd"), (0, "out_fd"))
+        bulk("splice", (0, "src"), (1, "dst"))
+
+    def is_followed(self, fd: int) -> bool:
+        """Whether reads of ``fd`` are recorded here: a pipe or a stream socket, and not
+        the descriptor of the multiprocessing call running in this thread."""
+        return self.fds.get(fd, 0) != -1 and not moved_by_multiprocessing(fd) and \
+            self.pipe_inode(fd) != -1
+
+    def moved_in(self, session: TracerSession, fd: int, received: int, t0: int,
+                 t1: int) -> None:
+        """Record ``received`` bytes that an ``os`` call read from ``fd``, if it is a pipe
+        or a stream socket."""
+        if session.finished:
+            return
+        try:
+            ino = self.pipe_inode(fd)
+            if ino >= 0:
+                counts = self.counts_of(ino)
+                start = counts.read
+                counts.read = end = start + received
+                session.recv(KIND, counts.name, start, end, {"t": [t0, t1]})
+            elif ino == SOCKET:
+                stream = self.fd_sockets[fd]
+                start = stream.received
+                stream.received = end = start + received
+                session.recv(stream.kind, stream.incoming, start, end)
+        except Exception:
+            self.error()
+
+    def sending_on(self, fd: int) -> tuple[TracerSession, _Counts | _Stream, tuple[int, int]
+                                           ] | None:
+        """Where a write to ``fd`` goes and its stamp, taken now, before the bytes
+        leave; None where ``fd`` is not a pipe or stream socket this channel follows."""
+        session = self.session
+        if (self.fds.get(fd, 0) == -1 or session is None or session.finished
+                or moved_by_multiprocessing(fd)):
+            return None
+        try:
+            ino = self.pipe_inode(fd)
+            if ino >= 0:
+                return session, self.counts_of(ino), session.stamp()
+            if ino == SOCKET:
+                return session, self.fd_sockets[fd], session.stamp()
+        except Exception:
+            self.error()
+        return None
+
+    def moved_out(self, target: tuple[TracerSession, _Counts | _Stream, tuple[int, int]],
+                  written: int, t0: int, t1: int) -> None:
+        """Record ``written`` bytes that an ``os`` call wrote where :meth:`sending_on`
+        said, at the stamp it took."""
+        if not written:
+            return
+        session, where, reserved = target
+        try:
+            if isinstance(where, _Counts):
+                start = where.written
+                where.written = end = start + written
+                session.send(KIND, where.name, start, end, {"t": [t0, t1]}, stamp=reserved)
+            else:
+                start = where.sent
+                where.sent = end = start + written
+                session.send(where.kind, where.outgoing, start, end, stamp=reserved)
+        except Exception:
+            self.error()
 
     def _patch_fd_makers(self) -> None:
         """Keep the fd cache true: new and closed descriptors are forgotten."""

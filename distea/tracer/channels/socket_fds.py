@@ -1,9 +1,11 @@
-"""Stream sockets whose bytes move through ``os.read``/``os.write`` on their descriptor.
+"""Stream sockets whose bytes move through ``os`` calls on their descriptor.
 
 The socket channel follows socket objects' methods. A program may move a
 connected stream socket's bytes without them: a child given one end of a
 socket pair by number (``pass_fds``) that writes it with ``os.write`` and
-never imports ``socket``, a parent that reads it with ``os.read``. Those
+never imports ``socket``, a parent that reads it with ``os.read``;
+``socket.sendfile``, which moves a file's bytes with ``os.sendfile``;
+``os.readv``/``os.writev``/``os.splice``. Those
 calls reach the pipe channel's ``os`` patches (:mod:`.pipes`); for a
 descriptor that is a connected stream socket they are recorded with what
 this module gives: the names the socket channel gives that connection
@@ -17,15 +19,18 @@ The names are found once per socket with the socket channel's own
 :func:`~distea.tracer.channels.sockets.describe`, which imports ``socket``:
 only a process that moves socket bytes through ``os`` pays for it.
 
-Limits: a socket whose bytes one process moves both through its object's
-methods and through ``os`` is counted twice apart, so the offsets of one
-direction overlap; the analyzer then reports the reads it cannot place
-(external or uncertain, with their reason). File objects over a socket's
-descriptor (``os.fdopen``, ``open(fd)``), ``os.sendfile`` (under
-``socket.sendfile``) and ``os.readv``/``os.writev`` are not followed: where
-the other end records, its reads are reported as beyond the recorded sends
-(and TCP's kernel counts say so too); where neither end records, nothing
-is (a Unix socket has no kernel counts to compare).
+One connection, one count: where the process also has a socket object for
+the connection that the socket channel follows (an HTTP server that reads
+the request and writes the headers through the object, then the body
+through ``os.sendfile`` under ``socket.sendfile``), the ``os`` calls count
+on that object's stream, whichever of the two met the connection first
+(:meth:`SocketFds.share`); the two never count one direction apart.
+
+Limits: file objects over a socket's descriptor (``os.fdopen``,
+``open(fd)``) are not followed: where the other end records, its reads are
+reported as beyond the recorded sends (and TCP's kernel counts say so too);
+where neither end records, nothing is (a Unix socket has no kernel counts
+to compare).
 """
 
 from __future__ import annotations
@@ -37,14 +42,19 @@ if TYPE_CHECKING:
     from collections.abc import Iterator
     from typing import Any
 
-    from distea.tracer.channels.sockets import _Stream
+    from distea.tracer.channels.sockets import SocketChannel, _Stream
+    from distea.tracer.session import TracerSession
 
 
 class SocketFds:
     """The stream sockets met through ``os`` calls, by inode (None: not followed)."""
 
-    def __init__(self) -> None:
+    def __init__(self, session: TracerSession | None) -> None:
+        self.session = session
         self.by_inode: dict[int, _Stream | None] = {}
+        self.shared: set[int] = set()
+        """``id`` of the streams that are also a socket object's (the socket channel
+        reports their counts)."""
 
     def stream(self, fd: int, inode: int) -> _Stream | None:
         """The stream of socket ``inode``, open as ``fd``; None for a socket that is not a
@@ -52,24 +62,61 @@ class SocketFds:
         try:
             return self.by_inode[inode]
         except KeyError:
-            stream = self.by_inode[inode] = describe_fd(fd)
+            stream = describe_fd(fd)
+            if stream is not None:
+                stream = self._object_stream(stream) or stream
+            self.by_inode[inode] = stream
             return stream
+
+    def _object_stream(self, described: _Stream) -> _Stream | None:
+        """The socket channel's stream of the same connection, if it follows one."""
+        sockets = _socket_channel(self.session)
+        if sockets is None:
+            return None
+        for stream in list(sockets.streams.values()):
+            if (stream is not None and stream.outgoing == described.outgoing
+                    and not stream.carrier):
+                self.shared.add(id(stream))
+                return stream
+        return None
+
+    def share(self, described: _Stream) -> _Stream | None:
+        """This module's stream of the connection the socket channel has just met as a
+        socket object (by its names), to count on from now on; None if none."""
+        for stream in self.by_inode.values():
+            if (stream is not None and stream.outgoing == described.outgoing
+                    and stream.kind == described.kind):
+                self.shared.add(id(stream))
+                return stream
+        return None
 
     def recorded_streams(self) -> Iterator[tuple[str, str, int, int]]:
         """(kind, outgoing channel, bytes sent, bytes received), for the unseen-traffic
         detector, which adds them to what the socket channel recorded."""
         for stream in self.by_inode.values():
-            if stream is not None:
+            if stream is not None and id(stream) not in self.shared:
                 yield stream.kind, stream.outgoing, stream.sent, stream.received
 
-
     def recorded_for(self, sock: Any) -> tuple[int, int] | None:
-        """(bytes sent, bytes received) that ``os`` calls moved on ``sock``'s socket."""
+        """(bytes sent, bytes received) that ``os`` calls moved on ``sock``'s socket, apart
+        from its object's."""
         try:
             stream = self.by_inode.get(os.fstat(sock.fileno()).st_ino)
         except (OSError, ValueError):
             return None
-        return None if stream is None else (stream.sent, stream.received)
+        if stream is None or id(stream) in self.shared:
+            return None
+        return stream.sent, stream.received
+
+
+def _socket_channel(session: TracerSession | None) -> SocketChannel | None:
+    from distea.tracer.channels.sockets import SocketChannel
+
+    for channel in session.channels if session is not None else ():
+        channel = getattr(channel, "channel", None) or channel  # a deferred one's
+        if isinstance(channel, SocketChannel):
+            return channel
+    return None
 
 
 def describe_fd(fd: int) -> _Stream | None:

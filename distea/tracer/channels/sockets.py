@@ -278,10 +278,24 @@ class SocketChannel:
         return (stream.sent, stream.received) if isinstance(stream, _Stream) else None
 
     def _new_stream(self, sock: Any, kind: str) -> _Stream | None:
-        """Describe a socket seen for the first time and keep it until it is freed."""
+        """Describe a socket seen for the first time and keep it until it is freed.
+
+        Where ``os`` calls already moved bytes on its connection (``.socket_fds``),
+        it counts on from their stream: one connection, one count."""
         stream = describe(sock, kind)
+        if stream is not None:
+            stream = self._moved_by_os(stream) or stream
         self._keep(sock, stream)
         return stream
+
+    def _moved_by_os(self, described: _Stream) -> _Stream | None:
+        session = self.session
+        for channel in session.channels if session is not None else ():
+            socket_fds = getattr(channel, "socket_fds", None)
+            if socket_fds is not None:
+                found: _Stream | None = socket_fds.share(described)
+                return found
+        return None
 
     def _new_tls_stream(self, tls_object: Any, kind: str) -> _Stream | None:
         """An ``SSLObject`` seen for the first time: the names :meth:`carry_tls` gave it,
