@@ -243,3 +243,73 @@ def test_os_calls_and_the_object_count_one_stream(program) -> None:
     assert m.external == m.ambiguous == 0, traced.run.problems
     assert "bothways.consume" in traced.impacted("bothways.produce")
     assert traced.errors() == 0
+
+
+INETD = r'''
+import os, socket, subprocess, sys
+
+def ask():
+    return b"hello\n"
+
+def produce(line):
+    return "HELLO" if line == "hello\n" else "??"
+
+def consume(data):
+    return data.decode().strip().lower()
+
+if sys.argv[1] == "child":  # never imports socket itself: standard streams, or a file
+    if sys.argv[2] == "stdio":
+        line = sys.stdin.readline()
+        print(produce(line), flush=True)
+    else:
+        with os.fdopen(int(sys.argv[3]), "r+b", buffering=0) as conn:  # not seekable
+            line = conn.readline().decode()
+            conn.write(produce(line).encode() + b"\n")
+    sys.exit(0)
+if sys.argv[1] == "unix":
+    mine, theirs = socket.socketpair()
+else:
+    listener = socket.create_server(("127.0.0.1", 0))
+    mine = socket.create_connection(listener.getsockname())
+    theirs, _ = listener.accept()
+    listener.close()
+fd = theirs.fileno()
+if sys.argv[2] == "stdio":  # inetd's way: the connection is the child's stdin and stdout
+    child = subprocess.Popen([sys.executable, __file__, "child", "stdio"],
+                             stdin=theirs, stdout=theirs)
+else:
+    child = subprocess.Popen([sys.executable, __file__, "child", "fdopen", str(fd)],
+                             pass_fds=[fd])
+theirs.close()
+mine.sendall(ask())
+data = b""
+while not data.endswith(b"\n"):
+    data += mine.recv(100)
+assert child.wait() == 0
+print(consume(data))
+mine.close()
+'''
+
+
+@pytest.mark.parametrize("transport", ["unix", "tcp"])
+@pytest.mark.parametrize("how", ["stdio", "fdopen"])
+def test_file_objects_over_a_socket_are_its_bytes(program, transport: str,
+                                                  how: str) -> None:
+    """A child whose standard streams are a connection (inetd's way), or that opens a
+    socket's descriptor as a file (``os.fdopen``), reads the parent's line and answers
+    through file objects. Expected by hand: the parent's 6 bytes and the child's 6 back,
+    each paired with certainty; ``ask`` reaches the child's ``produce``, and ``produce``
+    the parent's ``consume``. Before, the child recorded neither (a Unix socket: a
+    silent miss; TCP: the parent's read external)."""
+    traced = run_both(program("inetd.py", INETD), transport, how)
+    assert traced.stdout == "hello\n"
+    for direction in ("send", "recv"):  # 6 bytes each way, however the calls split them
+        moved = sorted((e.start, e.end) for e in traced.events(transport, direction))
+        assert [b for _, b in moved if b == 6] == [6, 6], moved
+    m = traced.run.matching
+    assert m.by_kind[transport].matched == m.by_kind[transport].recvs
+    assert m.external == m.ambiguous == 0, traced.run.problems
+    assert not traced.run.unseen.reports, traced.run.problems
+    assert "inetd.produce" in traced.impacted("inetd.ask")
+    assert "inetd.consume" in traced.impacted("inetd.produce")
+    assert traced.errors() == 0

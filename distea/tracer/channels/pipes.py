@@ -124,7 +124,9 @@ class _Counts:
 
 
 class FileIO(io.FileIO):
-    """The raw layer of a file object over a pipe: counts the bytes each call moved.
+    """The raw layer of a file object over a pipe (or a connected stream socket: a
+    child whose standard streams are a connection, ``os.fdopen`` of a socket's
+    descriptor): counts the bytes each call moved.
 
     The buffered and text layers above call these methods (``readinto`` to
     fill a read buffer, ``readall`` for ``read()``, ``write`` at a flush),
@@ -141,10 +143,11 @@ class FileIO(io.FileIO):
     _distea_channel: PipeChannel | None = None
     """Set on the class by :meth:`PipeChannel.install`."""
     _distea_epoch = -1
-    _distea_pipe: _Counts | None = None
+    _distea_pipe: _Counts | _Stream | None = None
 
-    def _distea_counts(self, channel: PipeChannel) -> _Counts | None:
-        """This file's pipe now (the cached one while the channel's epoch holds)."""
+    def _distea_counts(self, channel: PipeChannel) -> _Counts | _Stream | None:
+        """This file's pipe (or socket stream) now (the cached one while the channel's
+        epoch holds)."""
         if self._distea_epoch == channel.epoch:
             return self._distea_pipe
         try:
@@ -152,7 +155,11 @@ class FileIO(io.FileIO):
         except (OSError, ValueError):
             return None  # closed under the file: the I/O that follows fails, as untraced
         try:
-            pipe = channel.counts_of(st.st_ino) if stat.S_ISFIFO(st.st_mode) else None
+            pipe: _Counts | _Stream | None = None
+            if stat.S_ISFIFO(st.st_mode):
+                pipe = channel.counts_of(st.st_ino)
+            elif stat.S_ISSOCK(st.st_mode) and channel.pipe_inode(self.fileno()) == SOCKET:
+                pipe = channel.fd_sockets[self.fileno()]
         except Exception:
             channel.error()
             return None
@@ -166,10 +173,14 @@ class FileIO(io.FileIO):
             return
         try:
             counts = self._distea_counts(channel)
-            if counts is not None:
+            if isinstance(counts, _Counts):
                 start = counts.read
                 counts.read = start + size
                 session.recv(KIND, counts.name, start, start + size, {"t": [t0, t1]})
+            elif counts is not None:
+                start = counts.received
+                counts.received = start + size
+                session.recv(counts.kind, counts.incoming, start, start + size)
         except Exception:
             channel.error()
 
@@ -216,6 +227,13 @@ class FileIO(io.FileIO):
             counts = self._distea_counts(channel)  # guards itself
         if counts is None:
             return io.FileIO.write(self, data)
+        if not isinstance(counts, _Counts):  # a socket's stream
+            target = channel.sending_on(self.fileno())
+            t0 = monotonic_ns()
+            written = io.FileIO.write(self, data)
+            if target is not None and written:
+                channel.moved_out(target, written, t0, monotonic_ns())
+            return written
         return channel.coalesced_write(self, data, counts, session)
 
 
@@ -596,7 +614,7 @@ class PipeChannel:
                 session = channel.session
                 try:
                     known = (session is not None and not session.finished
-                             and channel.pipe_inode(file) >= 0 and len(args) <= 8
+                             and channel.pipe_inode(file) != -1 and len(args) <= 8
                              and set(kwargs) <= set(OPEN_PARAMETERS[len(args):]))
                 except Exception:
                     channel.error()
@@ -636,7 +654,7 @@ class PipeChannel:
                 stream = getattr(sys, name)
                 if (stream is None or stream is not getattr(sys, f"__{name}__")
                         or type(stream) is not io.TextIOWrapper
-                        or self.pipe_inode(fd) < 0):
+                        or self.pipe_inode(fd) == -1):
                     continue
                 rebuilt = rebuilt_std_stream(stream, fd)
                 if rebuilt is None:

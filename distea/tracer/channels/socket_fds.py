@@ -26,11 +26,14 @@ through ``os.sendfile`` under ``socket.sendfile``), the ``os`` calls count
 on that object's stream, whichever of the two met the connection first
 (:meth:`SocketFds.share`); the two never count one direction apart.
 
-Limits: file objects over a socket's descriptor (``os.fdopen``,
-``open(fd)``) are not followed: where the other end records, its reads are
-reported as beyond the recorded sends (and TCP's kernel counts say so too);
-where neither end records, nothing is (a Unix socket has no kernel counts
-to compare).
+File objects over a socket's descriptor (a child whose standard streams
+are the connection, inetd's way; ``os.fdopen``, ``open(fd)``) get the pipe
+channel's counting raw layer, which counts on the same stream.
+
+Limits: bytes moved in C at both ends (a C extension's own I/O) are not
+seen: where the other end records, its reads are reported as beyond the
+recorded sends (and TCP's kernel counts say so too); where neither end
+records, nothing is (a Unix socket has no kernel counts to compare).
 """
 
 from __future__ import annotations
