@@ -157,6 +157,9 @@ class SocketChannel:
         the weak reference kept in ``_watch`` drops the entry while the socket is
         being freed, before CPython can give its id to another object."""
         self._watch: dict[int, ref[socket.socket]] = {}
+        self._by_name: dict[str, int] = {}
+        """Outgoing channel name → ``id`` of the newest socket object with that stream
+        (:meth:`_same_connection`)."""
         self._handshaken: dict[int, tuple[str, ref[Any]]] = {}
         """By ``id(sock)``: the outgoing name of every ``SSLSocket`` that began a handshake,
         so that the unseen-traffic detector knows it as TLS before it moves plaintext."""
@@ -227,9 +230,11 @@ class SocketChannel:
         carrying TLS for an ``SSLObject`` says ``tcp``: its counts are the ciphertext."""
         ssl = sys.modules.get("ssl")
         out = []
+        listed: set[int] = set()  # a stream several objects share counts once
         for key, stream in list(self.streams.items()):
-            if stream is None:
+            if stream is None or id(stream) in listed:
                 continue
+            listed.add(id(stream))
             ref = self._watch.get(key)
             sock = ref() if ref is not None else None
             if ssl is not None and isinstance(sock, ssl.SSLObject):
@@ -278,15 +283,51 @@ class SocketChannel:
         return (stream.sent, stream.received) if isinstance(stream, _Stream) else None
 
     def _new_stream(self, sock: Any, kind: str) -> _Stream | None:
-        """Describe a socket seen for the first time and keep it until it is freed.
-
-        Where ``os`` calls already moved bytes on its connection (``.socket_fds``),
-        it counts on from their stream: one connection, one count."""
-        stream = describe(sock, kind)
-        if stream is not None:
-            stream = self._moved_by_os(stream) or stream
+        """Describe a socket seen for the first time and keep it until it is freed."""
+        stream = self._described(sock, kind)
         self._keep(sock, stream)
         return stream
+
+    def _described_ahead(self, sock: Any, kind: str) -> Any:
+        """A socket met for the first time, described (and kept) before its call moves
+        bytes; ``UNKNOWN`` where it cannot be described yet (not connected: described
+        after the call, as :meth:`_new_stream`).
+
+        After the call may be too late: another thread may close the socket
+        meanwhile (a child watcher's thread wakes asyncio's self-pipe while the
+        loop closes), and bytes that left would go unrecorded."""
+        stream = self._described(sock, kind)
+        if stream is None:
+            return UNKNOWN
+        self._keep(sock, stream)
+        return stream
+
+    def _described(self, sock: Any, kind: str) -> _Stream | None:
+        """The stream of ``sock``'s connection: where another open socket object of this
+        process (a duplicate, one made with ``socket(fileno=...)``) or ``os`` calls
+        (``.socket_fds``) already moved bytes on it, theirs, counted on from where they
+        are: one connection, one count."""
+        stream = describe(sock, kind)
+        if stream is not None:
+            stream = self._same_connection(stream) or self._moved_by_os(stream) or stream
+        return stream
+
+    def _same_connection(self, described: _Stream) -> _Stream | None:
+        """The stream of another socket object on the connection ``described`` names,
+        still open (a closed one's connection may be gone, its names reused)."""
+        key = self._by_name.get(described.outgoing)
+        if key is None:
+            return None
+        ref = self._watch.get(key)
+        other = ref() if ref is not None else None
+        stream = self.streams.get(key)
+        if other is None or stream is None or stream.carrier or stream.kind != described.kind:
+            return None
+        try:
+            still_open = other.fileno() != -1
+        except Exception:  # a socket being torn down
+            return None
+        return stream if still_open else None
 
     def _moved_by_os(self, described: _Stream) -> _Stream | None:
         session = self.session
@@ -308,14 +349,19 @@ class SocketChannel:
     def _keep(self, sock: Any, stream: _Stream | None) -> None:
         """Keep ``stream`` as the entry of ``sock`` until ``sock`` is freed."""
         key = id(sock)
-        streams, watch = self.streams, self._watch
+        streams, watch, by_name = self.streams, self._watch, self._by_name
+        name = stream.outgoing if stream is not None else None
 
         def forget(_: object) -> None:
             streams.pop(key, None)
             watch.pop(key, None)
+            if name is not None and by_name.get(name) == key:
+                del by_name[name]
 
         watch[key] = ref(sock, forget)
         streams[key] = stream
+        if name is not None:
+            by_name[name] = key  # the newest: the likeliest still open
 
     def _patch_handshake(self, cls: type) -> None:
         """``SSLSocket.do_handshake``: note the connection as TLS before OpenSSL moves its
@@ -352,6 +398,7 @@ class SocketChannel:
         stamp, record = session.stamp, session.send
         streams_get = self.streams.get
         new_stream = self._new_tls_stream if in_memory else self._new_stream
+        describe_ahead = None if in_memory else self._described_ahead
         channel = self
         counted = SENT_BYTES[name]
         plain_sendall = name == "sendall"  # bytes in: the commonest send, counted inline
@@ -368,18 +415,23 @@ class SocketChannel:
                 except Exception:
                     session.errors += 1
                 return result
+            first = stream is UNKNOWN
+            if first and describe_ahead is not None:
+                try:
+                    stream = describe_ahead(sock, kind)
+                except Exception:
+                    session.errors += 1
             # before the bytes leave: a reader's later receive must not look earlier
-            t = monotonic_ns() if stream is UNKNOWN or (stream is not None and stream.timed) \
-                else 0
+            t = monotonic_ns() if first or (stream is not None and stream.timed) else 0
             taken = stamp()
             result = original(sock, data, *args, **kwargs)
             try:
                 if stream is UNKNOWN:
                     stream = new_stream(sock, kind)
-                    if stream is not None:
-                        stream.timed = True  # this end spoke first: a client
-                        if name != "sendmsg":
-                            stream.resp = broker_protocol(data)
+                if first and stream is not None:
+                    stream.timed = True  # this end spoke first: a client
+                    if name != "sendmsg":
+                        stream.resp = broker_protocol(data)
                 if stream is not None:
                     sent = (len(data) if plain_sendall and type(data) is bytes
                             else counted(data, result))
@@ -407,6 +459,7 @@ class SocketChannel:
         before_blocking, record = session.before_blocking, session.recv
         streams_get = self.streams.get
         new_stream = self._new_tls_stream if in_memory else self._new_stream
+        describe_ahead = None if in_memory else self._described_ahead
         channel = self
         counted = RECEIVED_BYTES[name]
         plain_recv = name == "recv"  # bytes back: the commonest receive, counted inline
@@ -423,9 +476,14 @@ class SocketChannel:
             # have from the receive itself.
             if may_block and monotonic() >= session.blocking_check_at:
                 before_blocking(_ready_soon, sock, name, args, kwargs)
+            stream = streams_get(id(sock), UNKNOWN)
+            if stream is UNKNOWN and describe_ahead is not None:  # see _described_ahead
+                try:
+                    stream = describe_ahead(sock, kind)
+                except Exception:
+                    session.errors += 1
             result = original(sock, *args, **kwargs)
             try:
-                stream = streams_get(id(sock), UNKNOWN)
                 if stream is UNKNOWN:
                     stream = new_stream(sock, kind)
                 if stream is not None:
