@@ -252,3 +252,35 @@ def test_a_send_whose_socket_another_thread_closes_meanwhile_is_recorded(
     sends = {k[0]: v for k, v in found.items() if k[1] == "send"}
     assert len(sends) == 1000, len(sends)  # every pair's one byte
     assert all([(e.start, e.end) for e in events] == [(0, 1)] for events in sends.values())
+
+
+TWO_OBJECTS = """
+import os, socket
+
+mine, theirs = socket.socketpair()
+pid = os.fork()
+if pid == 0:
+    mine.close()
+    data = b""
+    while len(data) < 5:
+        data += theirs.recv(10)
+    print(data.decode(), flush=True)
+    os._exit(0)
+theirs.close()
+twin = socket.socket(fileno=os.dup(mine.fileno()))  # a second object, one connection
+mine.send(b"ab")
+twin.send(b"cde")
+os.waitpid(pid, 0)
+"""
+
+
+def test_two_objects_of_one_connection_count_one_stream(program, tmp_path: Path) -> None:
+    """Two socket objects over one connection (a duplicate descriptor): one count, so
+    their sends are bytes 0-2 and 2-5 of the stream the child reads; each counted
+    from 0 before, and the child's read of byte 4 had no recorded send."""
+    script = program("twins.py", TWO_OBJECTS)
+    traced = run_traced([sys.executable, script.name], script.parent, tmp_path / "run")
+    assert traced.result.stdout == "abcde\n", traced.result.stderr
+    found = streams(traced.data, "unix")
+    sends = [(e.start, e.end) for k, v in found.items() if k[1] == "send" for e in v]
+    assert sorted(sends) == [(0, 2), (2, 5)]
