@@ -143,13 +143,13 @@ class FileIO(io.FileIO):
     _distea_channel: PipeChannel | None = None
     """Set on the class by :meth:`PipeChannel.install`."""
     _distea_epoch = -1
-    _distea_pipe: _Counts | _Stream | None = None
+    _distea_target: _Counts | _Stream | None = None
 
     def _distea_counts(self, channel: PipeChannel) -> _Counts | _Stream | None:
         """This file's pipe (or socket stream) now (the cached one while the channel's
         epoch holds)."""
         if self._distea_epoch == channel.epoch:
-            return self._distea_pipe
+            return self._distea_target
         try:
             st = os.fstat(self.fileno())
         except (OSError, ValueError):
@@ -163,7 +163,7 @@ class FileIO(io.FileIO):
         except Exception:
             channel.error()
             return None
-        self._distea_pipe, self._distea_epoch = pipe, channel.epoch
+        self._distea_target, self._distea_epoch = pipe, channel.epoch
         return pipe
 
     def _distea_received(self, size: int, t0: int, t1: int) -> None:
@@ -222,7 +222,7 @@ class FileIO(io.FileIO):
         if channel is None or session is None or session.finished:
             return io.FileIO.write(self, data)
         if self._distea_epoch == channel.epoch:
-            counts = self._distea_pipe
+            counts = self._distea_target
         else:
             counts = self._distea_counts(channel)  # guards itself
         if counts is None:
