@@ -253,3 +253,34 @@ def test_address_names(tmp_path, monkeypatch) -> None:
     assert unix_name("x.sock") == os.path.join(str(tmp_path), "x.sock")
     assert unix_name(b"\0abstract") == "@abstract"
     assert unix_name("") == "?"
+
+
+BAD_SENDTO = r'''
+import socket
+
+def deliver(sock, address):
+    sock.sendto(b"after the errors", address)
+
+server = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
+server.bind(("127.0.0.1", 0))
+client = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
+rejected = 0
+for bad in ((None,), (0, None), (None, None), (), (0, server.getsockname(), 4)):
+    try:
+        client.sendto(b"foo", *bad)
+    except (TypeError, OSError):
+        rejected += 1
+deliver(client, server.getsockname())
+print(rejected, server.recv(100).decode())
+'''
+
+
+def test_sendto_arguments_the_program_gets_wrong_are_not_tracer_errors(program) -> None:
+    """``sendto`` called with arguments it rejects (CPython's
+    ``test_socket.testSendtoErrors``): the program's error, raised as untraced, not
+    the tracer's; they were counted as 5 tracer errors ("some of its events may be
+    missing"). The valid datagram after them is still recorded."""
+    traced = run_both(program("badsendto.py", BAD_SENDTO))
+    assert traced.stdout == "5 after the errors\n"
+    assert traced.errors() == 0, traced.run.problems
+    assert [e.method for e in traced.events("udp", "send")] == ["badsendto.deliver"]

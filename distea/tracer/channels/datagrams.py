@@ -265,13 +265,16 @@ class DatagramChannel:
 
         def sendto(sock: Any, data: Any, *args: Any) -> Any:
             prepared = stream_stamp = None
+            unprepared = False
             try:
                 prepared = channel._prepare_send(sock, args[-1] if args else None)
                 if prepared is None and channel._on_stream(sock):
                     stream_stamp = monotonic_ns(), channel.session.stamp()  # type: ignore[union-attr]
             except Exception:
-                channel._error()
-            result = original(sock, data, *args)
+                unprepared = True
+            result = original(sock, data, *args)  # arguments it rejects: the program's error
+            if unprepared:
+                channel._error()  # a call that went through, and the tracer failed on it
             try:
                 if prepared is not None:
                     channel._commit_send(sock, prepared, data)
