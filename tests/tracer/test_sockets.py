@@ -3,11 +3,13 @@
 from __future__ import annotations
 
 import itertools
+import socket
 import sys
 from pathlib import Path
 
 import pytest
 
+import distea
 from distea.model import MessageEvent, RunData
 from tests.tracing import run_traced, run_untraced
 
@@ -284,3 +286,47 @@ def test_two_objects_of_one_connection_count_one_stream(program, tmp_path: Path)
     found = streams(traced.data, "unix")
     sends = [(e.start, e.end) for k, v in found.items() if k[1] == "send" for e in v]
     assert sorted(sends) == [(0, 2), (2, 5)]
+
+
+DUAL_STACK = """
+import os, socket
+
+def produce():
+    return b"over ipv4"
+
+def consume(data):
+    return data.upper()
+
+server = socket.create_server(("::", 0), family=socket.AF_INET6, dualstack_ipv6=True)
+port = server.getsockname()[1]
+pid = os.fork()
+if pid == 0:
+    with socket.create_connection(("127.0.0.1", port)) as client:  # plain IPv4
+        client.sendall(produce())
+    os._exit(0)
+conn, peer = server.accept()  # peer: ('::ffff:127.0.0.1', ...)
+data = b""
+while len(data) < 9:
+    data += conn.recv(100)
+os.waitpid(pid, 0)
+print(peer[0], consume(data).decode())
+"""
+
+
+def test_an_ipv4_client_of_a_dual_stack_server_pairs(program, tmp_path: Path) -> None:
+    """A dual-stack IPv6 server (``create_server(..., dualstack_ipv6=True)``) sees an
+    IPv4 client as ``::ffff:127.0.0.1``; the client sees itself as ``127.0.0.1``. The
+    two ends named the connection differently, so every receive was external
+    ("untraced peer") at both ends (CPython's ``test_socket``); one name now."""
+    if not socket.has_dualstack_ipv6():
+        pytest.skip("this host has no dual-stack IPv6")
+    script = program("dual.py", DUAL_STACK)
+    traced = run_traced([sys.executable, script.name], script.parent, tmp_path / "run")
+    assert traced.result.stdout == "::ffff:127.0.0.1 OVER IPV4\n", traced.result.stderr
+    found = streams(traced.data, "tcp")
+    channels = {name for name, direction in found if direction == "recv"}
+    assert len(channels) == 1 and {name for name, _ in found} == channels, found
+    run = distea.load(traced.run_dir)
+    assert run.matching.external == 0, run.problems
+    assert "dual.consume" in {name for names in run.impact("dual.produce").impacted.values()
+                              for name in names}

@@ -81,8 +81,14 @@ class _Stream:
 
 
 def _address(addr: Any) -> str:
+    """An end's name in a stream's channel names. An IPv4 peer of a dual-stack IPv6
+    socket is ``::ffff:a.b.c.d`` there and ``a.b.c.d`` at its own end: both say
+    ``a.b.c.d``, so that the two ends' names meet."""
     if isinstance(addr, tuple):
-        return f"{addr[0]}:{addr[1]}"
+        host = addr[0]
+        if type(host) is str and host.startswith("::ffff:") and "." in host:
+            host = host[7:]
+        return f"{host}:{addr[1]}"
     if isinstance(addr, bytes):
         return addr.decode(errors="replace")
     return str(addr)
