@@ -330,3 +330,136 @@ def test_an_ipv4_client_of_a_dual_stack_server_pairs(program, tmp_path: Path) ->
     assert run.matching.external == 0, run.problems
     assert "dual.consume" in {name for names in run.impact("dual.produce").impacted.values()
                               for name in names}
+
+
+PEEK = """
+import os, socket, sys
+
+def produce():
+    return b"HTTP/1.1 hello"
+
+def pick(head):
+    return "http" if head == b"HTTP" else "other"
+
+def consume(kind, data):
+    return f"{kind}:{data.decode()}"
+
+if sys.argv[1] == "unix":
+    server_end, client_end = socket.socketpair()
+else:
+    listener = socket.create_server(("127.0.0.1", 0))
+    client_end = socket.create_connection(listener.getsockname())
+    server_end, _ = listener.accept()
+pid = os.fork()
+if pid == 0:
+    client_end.sendall(produce())
+    os._exit(0)
+head = b""
+while len(head) < 4:
+    head = server_end.recv(4, socket.MSG_PEEK)  # the bytes stay in the socket
+kind = pick(head)  # decided on what the peek showed
+data = b""
+while len(data) < 14:
+    data += server_end.recv(100)
+os.waitpid(pid, 0)
+print(consume(kind, data))
+"""
+
+
+@pytest.mark.parametrize("family", ["tcp", "unix"])
+def test_a_peek_is_a_receive_and_its_bytes_are_not_counted_twice(
+        program, tmp_path: Path, family: str) -> None:
+    """A server peeks at a connection's first 4 bytes (``MSG_PEEK``) to pick a protocol,
+    then reads the whole request. Expected by hand: the receives record bytes 0-4 (the
+    peek) and 4-14 (what the read took beyond it), both paired with the client's one
+    send; ``pick`` runs after the peek, so ``produce`` reaches it. Before, the peek
+    counted its 4 bytes as taken: the read was recorded as 4-18, beyond every send
+    (external), and CPython's ``test_socket`` had 8 such receives."""
+    script = program("peek.py", PEEK)
+    traced = run_traced([sys.executable, script.name, family], script.parent,
+                        tmp_path / "run")
+    assert traced.result.stdout == "http:HTTP/1.1 hello\n", traced.result.stderr
+    found = streams(traced.data, family)
+    recvs = sorted((e.start, e.end) for (_, d), v in found.items() if d == "recv" for e in v)
+    assert recvs[0] == (0, 4) and recvs[-1][1] == 14, recvs
+    assert all(a[1] == b[0] for a, b in itertools.pairwise(recvs)), recvs  # no byte twice
+    run = distea.load(traced.run_dir)
+    assert run.matching.external == run.matching.ambiguous == 0, run.problems
+    impacted = {name for names in run.impact("peek.produce").impacted.values()
+                for name in names}
+    assert {"peek.pick", "peek.consume"} <= impacted
+
+
+UDP_PEEK = """
+import os, socket
+
+def produce():
+    return b"datagram payload"
+
+def consume(data):
+    return data.upper()
+
+server = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
+server.bind(("127.0.0.1", 0))
+pid = os.fork()
+if pid == 0:
+    socket.socket(socket.AF_INET, socket.SOCK_DGRAM).sendto(produce(), server.getsockname())
+    os._exit(0)
+size = len(server.recv(4, socket.MSG_PEEK))  # a truncated look
+again, _ = server.recvfrom(100, socket.MSG_PEEK)  # and a whole one
+data = server.recv(100)  # then it is taken
+os.waitpid(pid, 0)
+print(size, again == data, consume(data).decode())
+"""
+
+
+def test_a_peeked_datagram_is_received_once(program, tmp_path: Path) -> None:
+    """Two ``MSG_PEEK`` looks at a datagram (one truncated), then the receive that takes
+    it: one receive recorded, paired with the one send. Before, each look was a
+    receive of its own: three receives for one send ("more receives than recorded
+    sends", CPython's ``test_socket``)."""
+    script = program("udppeek.py", UDP_PEEK)
+    traced = run_traced([sys.executable, script.name], script.parent, tmp_path / "run")
+    assert traced.result.stdout == "4 True DATAGRAM PAYLOAD\n", traced.result.stderr
+    found = streams(traced.data, "udp")
+    assert sum(len(v) for (_, d), v in found.items() if d == "recv") == 1, found
+    run = distea.load(traced.run_dir)
+    udp = run.matching.by_kind["udp"]
+    assert (udp.recvs, udp.matched, udp.external) == (1, 1, 0), run.problems
+
+
+FROM_FD = """
+import os, socket, sys
+
+listener = socket.create_server(("127.0.0.1", 0))
+pid = os.fork()
+if pid == 0:
+    with socket.create_connection(listener.getsockname()) as client:
+        client.sendall(b"x" * 28)
+    os._exit(0)
+conn, _ = listener.accept()
+twin = socket.fromfd(conn.fileno(), socket.AF_INET, socket.SOCK_STREAM)  # a duplicate
+data = b""
+while len(data) < 28:
+    data += twin.recv(100)
+first, second = (twin, conn) if sys.argv[1] == "twin-first" else (conn, twin)
+first.close()
+second.close()  # never moved a byte itself
+os.waitpid(pid, 0)
+print(len(data))
+"""
+
+
+@pytest.mark.parametrize("order", ["twin-first", "conn-first"])
+def test_closing_a_duplicate_that_moved_nothing_reports_nothing_unseen(
+        program, tmp_path: Path, order: str) -> None:
+    """The bytes came through a duplicate (``socket.fromfd``); the original, which moved
+    none itself, was compared with the kernel's counts at its close as if it had
+    recorded nothing: "28 bytes received ... were not seen by the tracer" (CPython's
+    ``test_socket.testFromFd``, 4 such lines). Its connection's counts are used."""
+    script = program("fromfd.py", FROM_FD)
+    traced = run_traced([sys.executable, script.name, order], script.parent, tmp_path / "run")
+    assert traced.result.stdout == "28\n", traced.result.stderr
+    run = distea.load(traced.run_dir)
+    assert not run.unseen.reports, run.problems
+    assert run.matching.external == 0, run.problems

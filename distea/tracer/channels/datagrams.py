@@ -32,12 +32,14 @@ Pipes and FIFOs are byte streams: :mod:`distea.tracer.channels.pipes`.
 
 from __future__ import annotations
 
+import _socket
 import os
 import socket
 from time import monotonic_ns
 
 from distea.tracer.channels.multiprocessing import fingerprint, socket_end_name
 from distea.tracer.channels.patching import Patches
+from distea.tracer.channels.sockets import peeks
 from distea.tracer.session import TracerSession
 
 TYPE_CHECKING = False  # typing costs every traced process ~5 ms at start-up
@@ -118,10 +120,27 @@ def _broadcast_name(sock: socket.socket, addr: Any) -> str | None:
     return None
 
 
+def whole_datagram(sock: socket.socket, shown: Any) -> Any:
+    """The whole datagram a ``MSG_PEEK`` receive showed part of (``shown``, cut to the
+    program's buffer), looked at again the same way, so that its fingerprint is the
+    sender's; ``shown`` where it was whole or cannot be looked at again."""
+    look = socket.MSG_PEEK | socket.MSG_DONTWAIT
+    try:  # the interpreter's own methods: not recorded
+        size = _socket.socket.recv_into(sock, bytearray(1), 1, look | socket.MSG_TRUNC)
+        if size > memoryview(shown).nbytes:
+            return _socket.socket.recv(sock, size, look)
+    except OSError:
+        pass
+    return shown
+
+
 class DatagramChannel:
     def __init__(self) -> None:
         self.patches = Patches()
         self.sock_counts: dict[str, list[int]] = {}
+        self.peeked: dict[int, bytes] = {}
+        """By ``id(sock)``: the datagram a ``MSG_PEEK`` receive recorded, not yet taken
+        (:meth:`_record_recv`)."""
         self.session: TracerSession | None = None
         self._stream_channel: Any = None
 
@@ -213,13 +232,29 @@ class DatagramChannel:
         return (self._stream_channel is not None and session is not None
                 and not session.finished and sock.type == socket.SOCK_STREAM)
 
-    def _record_recv(self, sock: socket.socket, payload: Any, src: Any) -> None:
+    def _record_recv(self, sock: socket.socket, payload: Any, src: Any,
+                     peek: bool = False) -> None:
+        """One datagram received (or peeked at). A peek is recorded as the receive,
+        once; the receive that then takes the same datagram (its bytes begin with the
+        peeked ones: a peek may be truncated) is not recorded again."""
         kind = self._kind(sock)
         if kind is None and self._on_stream(sock):
-            self._stream_channel.received_on(sock, memoryview(payload).nbytes)
+            self._stream_channel.received_on(sock, memoryview(payload).nbytes, peek)
             return
         if kind is None or self.session is None:
             return
+        if peek:
+            payload = whole_datagram(sock, payload)
+        pending = self.peeked.pop(id(sock), None) if self.peeked else None
+        if pending is not None:
+            got = bytes(payload)
+            shorter = min(len(got), len(pending))
+            if got[:shorter] == pending[:shorter]:  # the datagram the peek recorded
+                if peek:
+                    self.peeked[id(sock)] = pending  # peeked again: still there
+                return
+        if peek:
+            self.peeked[id(sock)] = bytes(payload)
         channel = self._pair_end(sock) or self._name(kind, sock.getsockname())
         meta: dict[str, Any] = {"fp": fingerprint(payload)}
         if src is not None:
@@ -245,7 +280,7 @@ class DatagramChannel:
             self._commit_send(sock, prepared, payload)
 
     def received(self, sock: socket.socket, name: str, args: tuple[Any, ...],
-                 result: Any) -> None:
+                 result: Any, peek: bool = False) -> None:
         """A ``recv``/``recv_into``/``recvmsg``/``recvmsg_into`` on a non-stream socket."""
         if name == "recv":
             payload, src = result, _peer(sock)
@@ -257,7 +292,7 @@ class DatagramChannel:
             buffers = [memoryview(b).cast("B") for b in args[0]]
             payload = b"".join(bytes(b) for b in buffers)[:result[0]]
             src = result[3]
-        self._record_recv(sock, payload, src or None)
+        self._record_recv(sock, payload, src or None, peek)
 
     def _patch_sendto(self, cls: type) -> None:
         original = cls.sendto  # type: ignore[attr-defined]
@@ -306,7 +341,8 @@ class DatagramChannel:
                     payload = memoryview(buffer).cast("B")[:result[0]]
                 else:
                     payload = result[0]
-                channel._record_recv(sock, payload, result[1] or None)
+                channel._record_recv(sock, payload, result[1] or None,
+                                     bool(args or kwargs) and peeks(name, args, kwargs))
             except Exception:
                 channel._error()
             return result

@@ -66,8 +66,8 @@ class _Stream:
     its bytes are counted (the kernel's, for the detector), not recorded.
     """
 
-    __slots__ = ("carrier", "incoming", "kind", "outgoing", "received", "resp", "sent",
-                 "timed")
+    __slots__ = ("carrier", "incoming", "kind", "outgoing", "peeked", "received", "resp",
+                 "sent", "timed")
 
     def __init__(self, kind: str, outgoing: str, incoming: str) -> None:
         self.kind = kind
@@ -75,6 +75,8 @@ class _Stream:
         self.incoming = incoming
         self.sent = 0
         self.received = 0
+        self.peeked = 0
+        """The furthest byte a ``MSG_PEEK`` receive showed (:func:`_not_yet_seen`)."""
         self.timed = False
         self.carrier = False
         self.resp: RespStream | AmqpStream | None = None
@@ -267,25 +269,38 @@ class SocketChannel:
         self.session.send(stream.kind, stream.outgoing, start, end,
                           {"t": t} if stream.timed else None, taken)
 
-    def received_on(self, sock: socket.socket, received: int) -> None:
-        """``received`` bytes that ``recvfrom``/``recvfrom_into`` moved on the stream socket
-        ``sock`` (the datagram channel patches them; CPython allows them on streams)."""
+    def received_on(self, sock: socket.socket, received: int, peek: bool = False) -> None:
+        """``received`` bytes that ``recvfrom``/``recvfrom_into`` moved (or showed, ``peek``)
+        on the stream socket ``sock`` (the datagram channel patches them; CPython allows
+        them on streams)."""
         stream = self.streams.get(id(sock), UNKNOWN)
         if stream is UNKNOWN:
             stream = self._new_stream(sock, "tcp")
         if stream is None or not received:
             return
         if stream.carrier:
-            stream.received += received  # TLS ciphertext, as in recv
+            if not peek:
+                stream.received += received  # TLS ciphertext, as in recv
             return
         start = stream.received
-        stream.received = end = start + received
-        self.session.recv(stream.kind, stream.incoming, start, end,
-                          {"t": monotonic_ns()} if stream.timed else None)
+        end = start + received
+        if not peek:
+            stream.received = end
+        first = _not_yet_seen(stream, start, end, peek)
+        if first < end:
+            self.session.recv(stream.kind, stream.incoming, first, end,
+                              {"t": monotonic_ns()} if stream.timed else None)
 
     def recorded_for(self, sock: socket.socket) -> tuple[int, int] | None:
-        """(bytes sent, bytes received) recorded on this socket object, if it was followed."""
-        stream = self.streams.get(id(sock))
+        """(bytes sent, bytes received) recorded on this socket object's connection, if it
+        was followed: through the object, or through another object of the same
+        connection where this one moved nothing (``socket.fromfd``, ``dup``; closed
+        already, maybe: the counts are the connection's all the same)."""
+        stream = self.streams.get(id(sock), UNKNOWN)
+        if stream is UNKNOWN:
+            described = describe(sock, "tcp")
+            stream = self._same_connection(described, open_only=False) \
+                if described is not None else None
         return (stream.sent, stream.received) if isinstance(stream, _Stream) else None
 
     def _new_stream(self, sock: Any, kind: str) -> _Stream | None:
@@ -318,9 +333,10 @@ class SocketChannel:
             stream = self._same_connection(stream) or self._moved_by_os(stream) or stream
         return stream
 
-    def _same_connection(self, described: _Stream) -> _Stream | None:
+    def _same_connection(self, described: _Stream, open_only: bool = True) -> _Stream | None:
         """The stream of another socket object on the connection ``described`` names,
-        still open (a closed one's connection may be gone, its names reused)."""
+        still open (a closed one's connection may be gone, its names reused) unless
+        ``open_only`` is False."""
         key = self._by_name.get(described.outgoing)
         if key is None:
             return None
@@ -330,7 +346,7 @@ class SocketChannel:
         if other is None or stream is None or stream.carrier or stream.kind != described.kind:
             return None
         try:
-            still_open = other.fileno() != -1
+            still_open = not open_only or other.fileno() != -1
         except Exception:  # a socket being torn down
             return None
         return stream if still_open else None
@@ -468,6 +484,7 @@ class SocketChannel:
         describe_ahead = None if in_memory else self._described_ahead
         channel = self
         counted = RECEIVED_BYTES[name]
+        flags_at = FLAGS_ARG.get(name)
         plain_recv = name == "recv"  # bytes back: the commonest receive, counted inline
         ssl_layer = kind == "ssl"
         may_block = not in_memory  # a memory BIO answers at once
@@ -492,23 +509,31 @@ class SocketChannel:
             try:
                 if stream is UNKNOWN:
                     stream = new_stream(sock, kind)
+                peek = flags_at is not None and (len(args) > flags_at or bool(kwargs)) and \
+                    peeks(name, args, kwargs)
                 if stream is not None:
                     received = len(result) if plain_recv else counted(result)
                     if received and stream.carrier:
-                        stream.received += received  # TLS ciphertext, as in send
+                        if not peek:
+                            stream.received += received  # TLS ciphertext, as in send
                     elif received:
                         start = stream.received
-                        stream.received = end = start + received
-                        meta = None
-                        if stream.timed:
-                            meta = {"t": monotonic_ns()}
-                            if stream.resp is not None:
-                                stream.resp.received(
-                                    _received_bytes(name, args, kwargs, result, received),
-                                    meta)
-                        record(stream.kind, stream.incoming, start, end, meta)
+                        end = start + received
+                        if not peek:
+                            stream.received = end
+                        first = _not_yet_seen(stream, start, end, peek) \
+                            if peek or stream.peeked > start else start
+                        if first < end:
+                            meta = None
+                            if stream.timed:
+                                meta = {"t": monotonic_ns()}
+                                if stream.resp is not None and first == start and not peek:
+                                    stream.resp.received(
+                                        _received_bytes(name, args, kwargs, result, received),
+                                        meta)
+                            record(stream.kind, stream.incoming, first, end, meta)
                 elif not ssl_layer and channel.datagrams is not None:
-                    channel.datagrams.received(sock, name, args, result)
+                    channel.datagrams.received(sock, name, args, result, peek)
             except Exception:
                 session.errors += 1
             return result
@@ -519,8 +544,31 @@ class SocketChannel:
 
 WAIT_BEFORE_FLUSH_MS = 5
 """A receive whose data is not there within this long flushes the tracer before it waits."""
-FLAGS_ARG = {"recv": 1, "recv_into": 2, "recvmsg": 2, "recvmsg_into": 2}
+FLAGS_ARG = {"recv": 1, "recv_into": 2, "recvmsg": 2, "recvmsg_into": 2, "recvfrom": 1,
+             "recvfrom_into": 2}
 """Where each receive method takes its ``flags`` positionally."""
+
+
+def peeks(name: str, args: tuple[Any, ...], kwargs: dict[str, Any]) -> bool:
+    """Whether a receive call asked for ``MSG_PEEK``: its bytes stay in the socket."""
+    index = FLAGS_ARG.get(name)
+    flags = kwargs.get("flags", args[index] if index is not None and len(args) > index else 0)
+    try:
+        return bool(int(flags) & socket.MSG_PEEK)
+    except (TypeError, ValueError):
+        return False
+
+
+def _not_yet_seen(stream: _Stream, start: int, end: int, peek: bool) -> int:
+    """The first byte of a receive's ``[start, end)`` that no ``MSG_PEEK`` receive showed
+    already: only those are recorded, so that a peek and the read that then takes the
+    same bytes never record one byte twice (a stream's receives stay one sequence of
+    offsets). A peek is a receive: what the process does after it may depend on
+    what it saw (a server sniffing the protocol before it reads)."""
+    seen = stream.peeked
+    if peek and end > seen:
+        stream.peeked = end
+    return max(start, seen)
 
 
 def _ready_soon(sock: Any, name: str, args: tuple[Any, ...], kwargs: dict[str, Any]) -> bool:
