@@ -313,3 +313,45 @@ def test_file_objects_over_a_socket_are_its_bytes(program, transport: str,
     assert "inetd.produce" in traced.impacted("inetd.ask")
     assert "inetd.consume" in traced.impacted("inetd.produce")
     assert traced.errors() == 0
+
+
+REUSED_NUMBERS = r'''
+import os, socket, sys
+
+def produce():
+    return b"through reused numbers"
+
+def consume(data):
+    return data.upper()
+
+files = [open(__file__, "rb") for _ in range(2)]
+numbers = sorted(f.fileno() for f in files)
+for f in files:
+    os.read(f.fileno(), 1)  # descriptors the tracer now knows as "not a pipe or socket"
+    f.close()  # closed in C, not through os.close
+mine, theirs = socket.socketpair()
+assert sorted((mine.fileno(), theirs.fileno())) == numbers  # the same numbers again
+pid = os.fork()
+if pid == 0:
+    mine.close()
+    os.write(theirs.fileno(), produce())
+    os._exit(0)
+theirs.close()
+data = os.read(mine.fileno(), 100)
+os.waitpid(pid, 0)
+print(consume(data).decode())
+'''
+
+
+def test_a_descriptor_number_a_socket_takes_over_is_looked_at_again(program) -> None:
+    """Two files read with ``os.read`` and closed by their objects (in C, not through
+    ``os.close``), then a socket pair that gets the same two numbers, used through
+    ``os.read``/``os.write`` across a fork. The tracer's descriptor cache still said
+    "not a pipe or socket" for both numbers: neither end was recorded, and nothing
+    said so (a Unix socket has no kernel counts). A new socket object now clears its
+    number from the cache."""
+    traced = run_both(program("reused.py", REUSED_NUMBERS))
+    assert traced.stdout == "THROUGH REUSED NUMBERS\n"
+    assert [(e.start, e.end) for e in traced.events("unix", "send")] == [(0, 22)]
+    assert traced.run.matching.by_kind["unix"].matched == 1, traced.run.problems
+    assert "reused.consume" in traced.impacted("reused.produce")

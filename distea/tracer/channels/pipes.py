@@ -12,9 +12,10 @@ Where bytes cross a pipe in a Python process, and how each is seen:
   (``os.pipe()``, ``os.mkfifo`` + ``os.open``, inherited, asyncio's pipe
   transports, ``Popen.communicate`` with several pipes): patched here. One
   ``fstat`` decides per new descriptor; the fd-making and fd-closing ``os``
-  functions keep that cache true, and a cached pipe is checked again (its
-  inode) before each record, so a reused descriptor number is never taken
-  for the old pipe.
+  functions keep that cache true (and a new socket object drops its number:
+  C may have closed the number's last holder), and a cached pipe is checked
+  again (its inode) before each record, so a reused descriptor number is
+  never taken for the old pipe.
 - File objects over a pipe descriptor (``subprocess.Popen``'s ``stdin``/
   ``stdout``/``stderr``, ``os.fdopen``, ``open(fd)``): their buffered and text
   layers are C code that calls the raw layer's methods, so the raw layer is

@@ -181,8 +181,34 @@ class SocketChannel:
             self._patch_send(socket.socket, name, "tcp")
         for name in STREAM_RECVS:
             self._patch_recv(socket.socket, name, "tcp")
+        self._patch_init(session)
         IMPORT_HOOKS.when_imported("ssl", self._patch_ssl)
         IMPORT_HOOKS.when_imported("asyncio.sslproto", self._patch_sslproto)
+
+    def _patch_init(self, session: TracerSession) -> None:
+        """``socket.socket.__init__``: a new socket's descriptor number leaves the pipe
+        channel's cache, which may still know it as "not a pipe or socket": C closed
+        its last holder (a file object, a socket) without ``os.close``, and ``os.read``/
+        ``os.write`` on the new socket's number would go unrecorded at both ends."""
+        from distea.tracer.channels.pipes import PipeChannel
+
+        cache = next((c.fds for c in session.channels if isinstance(c, PipeChannel)), None)
+        if cache is None:
+            return
+        original = socket.socket.__init__
+
+        def __init__(sock: Any, *args: Any, **kwargs: Any) -> None:
+            original(sock, *args, **kwargs)
+            if cache:
+                try:
+                    cache.pop(sock.fileno(), None)
+                except Exception:
+                    session.errors += 1
+
+        for attribute in ("__name__", "__qualname__", "__doc__"):
+            setattr(__init__, attribute, getattr(original, attribute))
+        __init__.__wrapped__ = original  # type: ignore[attr-defined]
+        self.patches.replace(socket.socket, "__init__", __init__)
 
     def _patch_sslproto(self, sslproto: ModuleType) -> None:
         """asyncio's TLS in memory (``tls_memory.py``), loaded only with asyncio."""
