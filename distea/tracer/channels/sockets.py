@@ -378,6 +378,7 @@ class SocketChannel:
         return stream if still_open else None
 
     def _moved_by_os(self, described: _Stream) -> _Stream | None:
+        """The stream ``os`` calls counted the connection on (``.socket_fds``), if any."""
         session = self.session
         for channel in session.channels if session is not None else ():
             socket_fds = getattr(channel, "socket_fds", None)
