@@ -80,7 +80,7 @@ if TYPE_CHECKING:
     from typing import Any
 
     from distea.tracer.channels.socket_fds import SocketFds
-    from distea.tracer.channels.sockets import _Stream
+    from distea.tracer.channels.sockets import SocketChannel, _Stream
 
 KIND = "pipe"
 SOCKET = -2
@@ -174,14 +174,8 @@ class FileIO(io.FileIO):
             return
         try:
             counts = self._distea_counts(channel)
-            if isinstance(counts, _Counts):
-                start = counts.read
-                counts.read = start + size
-                session.recv(KIND, counts.name, start, start + size, {"t": [t0, t1]})
-            elif counts is not None:
-                start = counts.received
-                counts.received = start + size
-                session.recv(counts.kind, counts.incoming, start, start + size)
+            if counts is not None:
+                record_in(session, counts, size, t0, t1)
         except Exception:
             channel.error()
 
@@ -248,6 +242,8 @@ class PipeChannel:
         """fd → pipe inode; ``SOCKET`` for a stream socket; -1 for a descriptor known to be
         neither."""
         self.socket_fds: SocketFds | None = None
+        self.sockets: SocketChannel | None = None
+        """The socket channel, once ``socket`` is imported (it sets this)."""
         """Stream sockets met through ``os.read``/``os.write`` (made at the first)."""
         self.fd_sockets: dict[int, _Stream] = {}
         """fd → its stream, for the descriptors cached as ``SOCKET``."""
@@ -388,8 +384,8 @@ class PipeChannel:
         if self.socket_fds is None:
             from distea.tracer.channels.socket_fds import SocketFds
 
-            self.socket_fds = SocketFds(self.session)
-        stream = self.socket_fds.stream(fd, inode)
+            self.socket_fds = SocketFds()
+        stream = self.socket_fds.stream(fd, inode, self.sockets)
         if stream is None:
             return False
         self.fd_sockets[fd] = stream
@@ -513,15 +509,9 @@ class PipeChannel:
         try:
             ino = self.pipe_inode(fd)
             if ino >= 0:
-                counts = self.counts_of(ino)
-                start = counts.read
-                counts.read = end = start + received
-                session.recv(KIND, counts.name, start, end, {"t": [t0, t1]})
+                record_in(session, self.counts_of(ino), received, t0, t1)
             elif ino == SOCKET:
-                stream = self.fd_sockets[fd]
-                start = stream.received
-                stream.received = end = start + received
-                session.recv(stream.kind, stream.incoming, start, end)
+                record_in(session, self.fd_sockets[fd], received, t0, t1)
         except Exception:
             self.error()
 
@@ -667,6 +657,20 @@ class PipeChannel:
                 self.std_streams.append(rebuilt)
             except Exception:
                 self.error()
+
+
+def record_in(session: TracerSession, where: _Counts | _Stream, received: int, t0: int,
+              t1: int) -> None:
+    """Record ``received`` bytes read from a pipe (its counts; bracket ``[t0, t1]``) or a
+    stream socket (its stream), at the offset its count stands at."""
+    if isinstance(where, _Counts):
+        start = where.read
+        where.read = start + received
+        session.recv(KIND, where.name, start, start + received, {"t": [t0, t1]})
+    else:
+        start = where.received
+        where.received = start + received
+        session.recv(where.kind, where.incoming, start, start + received)
 
 
 def over_pipe(original: Any, arguments: dict[str, Any]) -> Any:

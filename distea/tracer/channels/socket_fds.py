@@ -46,42 +46,33 @@ if TYPE_CHECKING:
     from typing import Any
 
     from distea.tracer.channels.sockets import SocketChannel, _Stream
-    from distea.tracer.session import TracerSession
 
 
 class SocketFds:
     """The stream sockets met through ``os`` calls, by inode (None: not followed)."""
 
-    def __init__(self, session: TracerSession | None) -> None:
-        self.session = session
+    def __init__(self) -> None:
         self.by_inode: dict[int, _Stream | None] = {}
         self.shared: set[int] = set()
         """``id`` of the streams that are also a socket object's (the socket channel
         reports their counts)."""
 
-    def stream(self, fd: int, inode: int) -> _Stream | None:
-        """The stream of socket ``inode``, open as ``fd``; None for a socket that is not a
-        connected stream (a listener, a datagram socket)."""
+    def stream(self, fd: int, inode: int, sockets: SocketChannel | None) -> _Stream | None:
+        """The stream of socket ``inode``, open as ``fd``: the socket channel's, where it
+        follows an open object of the connection (``sockets``, once it is installed);
+        None for a socket that is not a connected stream (a listener, a datagram
+        socket)."""
         try:
             return self.by_inode[inode]
         except KeyError:
             stream = describe_fd(fd)
-            if stream is not None:
-                stream = self._object_stream(stream) or stream
+            if stream is not None and sockets is not None:
+                found = sockets.same_connection(stream)
+                if found is not None:
+                    self.shared.add(id(found))
+                    stream = found
             self.by_inode[inode] = stream
             return stream
-
-    def _object_stream(self, described: _Stream) -> _Stream | None:
-        """The socket channel's stream of the same connection, if it follows one."""
-        sockets = _socket_channel(self.session)
-        if sockets is None:
-            return None
-        for stream in list(sockets.streams.values()):
-            if (stream is not None and stream.outgoing == described.outgoing
-                    and not stream.carrier):
-                self.shared.add(id(stream))
-                return stream
-        return None
 
     def share(self, described: _Stream) -> _Stream | None:
         """This module's stream of the connection the socket channel has just met as a
@@ -110,16 +101,6 @@ class SocketFds:
         if stream is None or id(stream) in self.shared:
             return None
         return stream.sent, stream.received
-
-
-def _socket_channel(session: TracerSession | None) -> SocketChannel | None:
-    from distea.tracer.channels.sockets import SocketChannel
-
-    for channel in session.channels if session is not None else ():
-        channel = getattr(channel, "channel", None) or channel  # a deferred one's
-        if isinstance(channel, SocketChannel):
-            return channel
-    return None
 
 
 def describe_fd(fd: int) -> _Stream | None:

@@ -38,6 +38,7 @@ if TYPE_CHECKING:
     from typing import Any
 
     from distea.tracer.channels.amqp import AmqpStream
+    from distea.tracer.channels.pipes import PipeChannel
     from distea.tracer.channels.resp import RespStream
     from distea.tracer.channels.tls_memory import MemoryTls
 
@@ -76,7 +77,7 @@ class _Stream:
         self.sent = 0
         self.received = 0
         self.peeked = 0
-        """The furthest byte a ``MSG_PEEK`` receive showed (:func:`_not_yet_seen`)."""
+        """The furthest byte a ``MSG_PEEK`` receive showed (:func:`_taken`)."""
         self.timed = False
         self.carrier = False
         self.resp: RespStream | AmqpStream | None = None
@@ -158,6 +159,9 @@ class SocketChannel:
         self.datagrams: Any = None
         """Set by the datagram channel: told of ``send``/``recv`` calls on non-streams."""
         self.memory_tls: MemoryTls | None = None
+        self.pipes: PipeChannel | None = None
+        """The pipe channel (installed at start-up): its descriptor cache and the
+        sockets it met through ``os`` calls."""
         """asyncio's TLS in memory, once ``asyncio.sslproto`` is imported."""
         self.streams: dict[int, _Stream | None] = {}
         """By ``id(sock)``; None: a socket that is not a stream we follow. A plain dict
@@ -167,7 +171,7 @@ class SocketChannel:
         self._watch: dict[int, ref[socket.socket]] = {}
         self._by_name: dict[str, int] = {}
         """Outgoing channel name → ``id`` of the newest socket object with that stream
-        (:meth:`_same_connection`)."""
+        (:meth:`same_connection`)."""
         self._handshaken: dict[int, tuple[str, ref[Any]]] = {}
         """By ``id(sock)``: the outgoing name of every ``SSLSocket`` that began a handshake,
         so that the unseen-traffic detector knows it as TLS before it moves plaintext."""
@@ -181,21 +185,23 @@ class SocketChannel:
             self._patch_send(socket.socket, name, "tcp")
         for name in STREAM_RECVS:
             self._patch_recv(socket.socket, name, "tcp")
-        self._patch_init(session)
+        from distea.tracer.channels.pipes import PipeChannel
+
+        self.pipes = next((c for c in session.channels if isinstance(c, PipeChannel)), None)
+        if self.pipes is not None:
+            self.pipes.sockets = self
+            self._patch_init(self.pipes.fds)
         IMPORT_HOOKS.when_imported("ssl", self._patch_ssl)
         IMPORT_HOOKS.when_imported("asyncio.sslproto", self._patch_sslproto)
 
-    def _patch_init(self, session: TracerSession) -> None:
+    def _patch_init(self, cache: dict[int, int]) -> None:
         """``socket.socket.__init__``: a new socket's descriptor number leaves the pipe
-        channel's cache, which may still know it as "not a pipe or socket": C closed
-        its last holder (a file object, a socket) without ``os.close``, and ``os.read``/
-        ``os.write`` on the new socket's number would go unrecorded at both ends."""
-        from distea.tracer.channels.pipes import PipeChannel
-
-        cache = next((c.fds for c in session.channels if isinstance(c, PipeChannel)), None)
-        if cache is None:
-            return
+        channel's descriptor ``cache``, which may still know it as "not a pipe or
+        socket": C closed its last holder (a file object, a socket) without
+        ``os.close``, and ``os.read``/``os.write`` on the new socket's number would go
+        unrecorded at both ends."""
         original = socket.socket.__init__
+        session = self.session
 
         def __init__(sock: Any, *args: Any, **kwargs: Any) -> None:
             original(sock, *args, **kwargs)
@@ -308,13 +314,9 @@ class SocketChannel:
             if not peek:
                 stream.received += received  # TLS ciphertext, as in recv
             return
-        start = stream.received
-        end = start + received
-        if not peek:
-            stream.received = end
-        first = _not_yet_seen(stream, start, end, peek)
-        if first < end:
-            self.session.recv(stream.kind, stream.incoming, first, end,
+        start, end = _taken(stream, received, peek)
+        if start < end:
+            self.session.recv(stream.kind, stream.incoming, start, end,
                               {"t": monotonic_ns()} if stream.timed else None)
 
     def recorded_for(self, sock: socket.socket) -> tuple[int, int] | None:
@@ -325,7 +327,7 @@ class SocketChannel:
         stream = self.streams.get(id(sock), UNKNOWN)
         if stream is UNKNOWN:
             described = describe(sock, "tcp")
-            stream = self._same_connection(described, open_only=False) \
+            stream = self.same_connection(described, open_only=False) \
                 if described is not None else None
         return (stream.sent, stream.received) if isinstance(stream, _Stream) else None
 
@@ -356,10 +358,10 @@ class SocketChannel:
         are: one connection, one count."""
         stream = describe(sock, kind)
         if stream is not None:
-            stream = self._same_connection(stream) or self._moved_by_os(stream) or stream
+            stream = self.same_connection(stream) or self._moved_by_os(stream) or stream
         return stream
 
-    def _same_connection(self, described: _Stream, open_only: bool = True) -> _Stream | None:
+    def same_connection(self, described: _Stream, open_only: bool = True) -> _Stream | None:
         """The stream of another socket object on the connection ``described`` names,
         still open (a closed one's connection may be gone, its names reused) unless
         ``open_only`` is False."""
@@ -379,13 +381,8 @@ class SocketChannel:
 
     def _moved_by_os(self, described: _Stream) -> _Stream | None:
         """The stream ``os`` calls counted the connection on (``.socket_fds``), if any."""
-        session = self.session
-        for channel in session.channels if session is not None else ():
-            socket_fds = getattr(channel, "socket_fds", None)
-            if socket_fds is not None:
-                found: _Stream | None = socket_fds.share(described)
-                return found
-        return None
+        socket_fds = self.pipes.socket_fds if self.pipes is not None else None
+        return socket_fds.share(described) if socket_fds is not None else None
 
     def _new_tls_stream(self, tls_object: Any, kind: str) -> _Stream | None:
         """An ``SSLObject`` seen for the first time: the names :meth:`carry_tls` gave it,
@@ -544,21 +541,21 @@ class SocketChannel:
                         if not peek:
                             stream.received += received  # TLS ciphertext, as in send
                     elif received:
-                        start = stream.received
-                        end = start + received
-                        if not peek:
-                            stream.received = end
-                        first = _not_yet_seen(stream, start, end, peek) \
-                            if peek or stream.peeked > start else start
-                        if first < end:
+                        whole = not peek and stream.peeked <= stream.received
+                        if whole:  # the common case, inline
+                            start = stream.received
+                            stream.received = end = start + received
+                        else:
+                            start, end = _taken(stream, received, peek)
+                        if start < end:
                             meta = None
                             if stream.timed:
                                 meta = {"t": monotonic_ns()}
-                                if stream.resp is not None and first == start and not peek:
+                                if stream.resp is not None and whole:
                                     stream.resp.received(
                                         _received_bytes(name, args, kwargs, result, received),
                                         meta)
-                            record(stream.kind, stream.incoming, first, end, meta)
+                            record(stream.kind, stream.incoming, start, end, meta)
                 elif not ssl_layer and channel.datagrams is not None:
                     channel.datagrams.received(sock, name, args, result, peek)
             except Exception:
@@ -586,16 +583,22 @@ def peeks(name: str, args: tuple[Any, ...], kwargs: dict[str, Any]) -> bool:
         return False
 
 
-def _not_yet_seen(stream: _Stream, start: int, end: int, peek: bool) -> int:
-    """The first byte of a receive's ``[start, end)`` that no ``MSG_PEEK`` receive showed
-    already: only those are recorded, so that a peek and the read that then takes the
-    same bytes never record one byte twice (a stream's receives stay one sequence of
-    offsets). A peek is a receive: what the process does after it may depend on
-    what it saw (a server sniffing the protocol before it reads)."""
+def _taken(stream: _Stream, received: int, peek: bool) -> tuple[int, int]:
+    """The bytes ``[start, end)`` to record of a receive of ``received`` bytes, moving
+    the stream's count on (a ``MSG_PEEK`` receive takes nothing, but moves how far
+    peeks have shown). Only bytes no peek showed already are recorded, so that a
+    peek and the read that then takes the same bytes never record one byte twice
+    (a stream's receives stay one sequence of offsets). A peek is a receive: what
+    the process does after it may depend on what it saw (a server sniffing the
+    protocol before it reads)."""
+    start = stream.received
+    end = start + received
     seen = stream.peeked
-    if peek and end > seen:
-        stream.peeked = end
-    return max(start, seen)
+    if peek:
+        stream.peeked = max(seen, end)
+    else:
+        stream.received = end
+    return max(start, seen), end
 
 
 def _ready_soon(sock: Any, name: str, args: tuple[Any, ...], kwargs: dict[str, Any]) -> bool:
