@@ -13,6 +13,20 @@ from distea.model import MessageEvent
 from tests.tracing import run_traced, run_untraced
 
 PY = sys.executable
+CONNECTED_PAIR = '''
+def connected_pair(family):
+    """The two ends of one connection: a Unix socket pair, or TCP on 127.0.0.1 (the
+    accepted end first). ``socket`` is imported only here, by the caller."""
+    import socket
+    if family == "unix":
+        return socket.socketpair()
+    listener = socket.create_server(("127.0.0.1", 0))
+    near = socket.create_connection(listener.getsockname())
+    far, _ = listener.accept()
+    listener.close()
+    return far, near
+'''
+"""Program text for the socket tests' programs: one connection of either family."""
 
 
 @dataclass
@@ -39,6 +53,15 @@ class Traced:
 
     def errors(self) -> int:
         return sum(p.tracer_errors for p in self.run.processes.values())
+
+    def assert_all_paired(self, kind: str) -> None:
+        """Every receive of ``kind`` paired with certainty; nothing in the run external,
+        ambiguous, unseen by the kernel's counts, or a tracer error."""
+        m = self.run.matching
+        assert m.by_kind[kind].matched == m.by_kind[kind].recvs, self.run.problems
+        assert m.external == m.ambiguous == 0, self.run.problems
+        assert not self.run.unseen.reports, self.run.problems
+        assert self.errors() == 0, self.run.problems
 
 
 def run_both(script: Path, *args: str, timeout: float = 60, extra: tuple[str, ...] = ()

@@ -18,9 +18,9 @@ from __future__ import annotations
 import pytest
 
 from distea.model import MessageEvent
-from tests.channels.support import run_both
+from tests.channels.support import CONNECTED_PAIR, run_both
 
-APP = r'''
+APP = CONNECTED_PAIR + r'''
 import os, subprocess, sys
 
 def produce():
@@ -37,14 +37,7 @@ if sys.argv[1] == "child":
     os.write(fd, produce())
     print(finish(os.read(fd, 100)), flush=True)
 else:
-    import socket
-    if sys.argv[1] == "unix":
-        mine, theirs = socket.socketpair()
-    else:
-        server = socket.create_server(("127.0.0.1", 0))
-        theirs = socket.create_connection(server.getsockname())
-        mine, _ = server.accept()
-        server.close()
+    mine, theirs = connected_pair(sys.argv[1])
     child = subprocess.Popen([sys.executable, __file__, "child", str(theirs.fileno())],
                              pass_fds=[theirs.fileno()])
     theirs.close()
@@ -64,15 +57,12 @@ def test_os_calls_on_a_stream_socket_are_messages(program, transport: str) -> No
     edges = traced.edges(transport)
     assert sorted((who(s), who(r), r.start, r.end) for s, r in edges) == [
         ("child", "parent", 0, 18), ("parent", "child", 0, 2)]
-    m = traced.run.matching
-    assert m.by_kind[transport].matched == m.by_kind[transport].recvs == 2
-    assert m.external == m.ambiguous == 0, traced.run.problems
-    assert not traced.run.unseen.reports, traced.run.problems  # the kernel's counts agree
+    assert traced.run.matching.by_kind[transport].recvs == 2
+    traced.assert_all_paired(transport)  # and the kernel's counts agree
     assert {"fdsock.consume", "fdsock.finish"} <= traced.impacted("fdsock.produce")
-    assert traced.errors() == 0
 
 
-FROM_TO = r'''
+FROM_TO = CONNECTED_PAIR + r'''
 import os, socket, sys
 
 def produce():
@@ -84,13 +74,7 @@ def consume(data):
 def finish(answer):
     return answer.decode()
 
-if sys.argv[1] == "unix":
-    parent, child = socket.socketpair()
-else:
-    server = socket.create_server(("127.0.0.1", 0))
-    child = socket.create_connection(server.getsockname())
-    parent, _ = server.accept()
-    server.close()
+parent, child = connected_pair(sys.argv[1])
 pid = os.fork()
 if pid == 0:
     parent.close()
@@ -122,14 +106,11 @@ def test_sendto_and_recvfrom_on_a_stream_socket_are_its_bytes(program,
     assert traced.stdout == "PAYLOAD-FROM-CHILD\n"
     edges = traced.edges(transport)
     assert sorted((r.start, r.end) for _, r in edges) == [(0, 18), (0, 18)]
-    m = traced.run.matching
-    assert m.external == m.ambiguous == 0, traced.run.problems
-    assert not traced.run.unseen.reports, traced.run.problems
+    traced.assert_all_paired(transport)
     assert {"fromto.consume", "fromto.finish"} <= traced.impacted("fromto.produce")
-    assert traced.errors() == 0
 
 
-SENDFILE = r'''
+SENDFILE = CONNECTED_PAIR + r'''
 import asyncio, os, socket, sys, tempfile
 
 HEADER = b"LEN 18\n"
@@ -161,13 +142,7 @@ def fetch(sock):
         data += sock.recv(100)
     print(consume(data[len(HEADER):]).decode(), flush=True)
 
-if sys.argv[1] == "unix":
-    server_end, client_end = socket.socketpair()
-else:
-    listener = socket.create_server(("127.0.0.1", 0))
-    client_end = socket.create_connection(listener.getsockname())
-    server_end, _ = listener.accept()
-    listener.close()
+server_end, client_end = connected_pair(sys.argv[1])
 pid = os.fork()
 if pid == 0:
     server_end.close()
@@ -198,12 +173,8 @@ def test_sendfile_counts_on_the_sockets_own_stream(program, transport: str,
     assert traced.stdout == "PAYLOAD-FROM-DISK!\n"
     sends = sorted((e.start, e.end) for e in traced.events(transport, "send"))
     assert sends == [(0, 3), (0, 7), (7, 25)], sends  # GET up; header, body down
-    m = traced.run.matching
-    assert m.by_kind[transport].matched == m.by_kind[transport].recvs
-    assert m.external == m.ambiguous == 0, traced.run.problems
-    assert not traced.run.unseen.reports, traced.run.problems
+    traced.assert_all_paired(transport)
     assert "sendfile.consume" in traced.impacted("sendfile.produce")
-    assert traced.errors() == 0
 
 
 BOTH_WAYS = r'''
@@ -239,13 +210,11 @@ def test_os_calls_and_the_object_count_one_stream(program) -> None:
     traced = run_both(program("bothways.py", BOTH_WAYS))
     assert traced.stdout == "HIMORE\n"
     assert sorted((e.start, e.end) for e in traced.events("unix", "send")) == [(0, 2), (2, 6)]
-    m = traced.run.matching
-    assert m.external == m.ambiguous == 0, traced.run.problems
+    traced.assert_all_paired("unix")
     assert "bothways.consume" in traced.impacted("bothways.produce")
-    assert traced.errors() == 0
 
 
-INETD = r'''
+INETD = CONNECTED_PAIR + r'''
 import os, socket, subprocess, sys
 
 def ask():
@@ -266,13 +235,7 @@ if sys.argv[1] == "child":  # never imports socket itself: standard streams, or 
             line = conn.readline().decode()
             conn.write(produce(line).encode() + b"\n")
     sys.exit(0)
-if sys.argv[1] == "unix":
-    mine, theirs = socket.socketpair()
-else:
-    listener = socket.create_server(("127.0.0.1", 0))
-    mine = socket.create_connection(listener.getsockname())
-    theirs, _ = listener.accept()
-    listener.close()
+theirs, mine = connected_pair(sys.argv[1])
 fd = theirs.fileno()
 if sys.argv[2] == "stdio":  # inetd's way: the connection is the child's stdin and stdout
     child = subprocess.Popen([sys.executable, __file__, "child", "stdio"],
@@ -306,13 +269,9 @@ def test_file_objects_over_a_socket_are_its_bytes(program, transport: str,
     for direction in ("send", "recv"):  # 6 bytes each way, however the calls split them
         moved = sorted((e.start, e.end) for e in traced.events(transport, direction))
         assert [b for _, b in moved if b == 6] == [6, 6], moved
-    m = traced.run.matching
-    assert m.by_kind[transport].matched == m.by_kind[transport].recvs
-    assert m.external == m.ambiguous == 0, traced.run.problems
-    assert not traced.run.unseen.reports, traced.run.problems
+    traced.assert_all_paired(transport)
     assert "inetd.produce" in traced.impacted("inetd.ask")
     assert "inetd.consume" in traced.impacted("inetd.produce")
-    assert traced.errors() == 0
 
 
 REUSED_NUMBERS = r'''
@@ -353,5 +312,6 @@ def test_a_descriptor_number_a_socket_takes_over_is_looked_at_again(program) -> 
     traced = run_both(program("reused.py", REUSED_NUMBERS))
     assert traced.stdout == "THROUGH REUSED NUMBERS\n"
     assert [(e.start, e.end) for e in traced.events("unix", "send")] == [(0, 22)]
-    assert traced.run.matching.by_kind["unix"].matched == 1, traced.run.problems
+    assert traced.run.matching.by_kind["unix"].recvs == 1
+    traced.assert_all_paired("unix")
     assert "reused.consume" in traced.impacted("reused.produce")

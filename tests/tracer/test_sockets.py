@@ -11,6 +11,7 @@ import pytest
 
 import distea
 from distea.model import MessageEvent, RunData
+from tests.channels.support import CONNECTED_PAIR
 from tests.tracing import run_traced, run_untraced
 
 SERVER_CLIENT = """
@@ -332,7 +333,7 @@ def test_an_ipv4_client_of_a_dual_stack_server_pairs(program, tmp_path: Path) ->
                               for name in names}
 
 
-PEEK = """
+PEEK = CONNECTED_PAIR + """
 import os, socket, sys
 
 def produce():
@@ -344,12 +345,7 @@ def pick(head):
 def consume(kind, data):
     return f"{kind}:{data.decode()}"
 
-if sys.argv[1] == "unix":
-    server_end, client_end = socket.socketpair()
-else:
-    listener = socket.create_server(("127.0.0.1", 0))
-    client_end = socket.create_connection(listener.getsockname())
-    server_end, _ = listener.accept()
+server_end, client_end = connected_pair(sys.argv[1])
 pid = os.fork()
 if pid == 0:
     client_end.sendall(produce())
