@@ -80,15 +80,6 @@ _CALL = int(Tag.CALL)
 _RETURN = int(Tag.RETURN)
 
 
-class OutOfScope:
-    """The state of code that is not the user's; holds the code so its id stays unique."""
-
-    __slots__ = ("code",)
-
-    def __init__(self, code: CodeType) -> None:
-        self.code = code
-
-
 class CodeState:
     """What the monitor knows of one in-scope code object."""
 
@@ -138,8 +129,10 @@ class Monitor:
         self.clock = clock
         self.emit = emit
         self.full = full
-        self.states: dict[int, CodeState | OutOfScope] = {}
-        """By ``id(code)``; every state holds its code, so no id is reused while cached."""
+        self.states: dict[int, CodeState | CodeType] = {}
+        """By ``id(code)``: a :class:`CodeState` for in-scope code, the code itself for
+        the rest (so no id is reused while cached). Not an object per out-of-scope
+        code: a pool worker meets ~550, which the collections at its exit traverse."""
         self.dirty_states: list[CodeState] = []
         """States whose ``last`` moved since the last drain (emptied in place)."""
         self.to_rearm: list[CodeState] = []
@@ -394,11 +387,11 @@ class Monitor:
 
     # -- code objects ---------------------------------------------------------
 
-    def _classify(self, code: CodeType) -> CodeState | OutOfScope:
+    def _classify(self, code: CodeType) -> CodeState | CodeType:
         module = self.scope.module_of(code)
         if module is None:
-            ignored = self.states[id(code)] = OutOfScope(code)
-            return ignored
+            self.states[id(code)] = code
+            return code
         state = CodeState(code, self._next_mid, module)
         self._next_mid += 1
         self.states[id(code)] = state
