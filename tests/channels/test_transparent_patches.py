@@ -154,12 +154,14 @@ def test_os_exit_shipped_to_a_worker_with_pickle(tmp_path: Path) -> None:
 
 
 def test_replaced_builtins_stay_builtins_to_the_program(program) -> None:
-    """A builtin kept as a class attribute does not bind (CPython's test_tempfile), and
-    ``os`` still lists what a replaced function supports (shutil's safe rmtree)."""
+    """A builtin kept as a class attribute does not bind (CPython's test_tempfile), nor
+    warns that it will (``functools.partial`` does from 3.13), it shows as the builtin
+    does, and ``os`` still lists what a replaced function supports (shutil's safe rmtree)."""
     from tests.channels.support import run_both
 
     script = program("builtins_kept.py", '''
-import os, shutil
+import os, shutil, warnings
+warnings.simplefilter("error")
 
 class Keeper:
     close = os.close
@@ -169,6 +171,8 @@ fd = os.open(__file__, os.O_RDONLY)
 print(Keeper().read(fd, 6))
 Keeper().close(fd)
 print(shutil._use_fd_functions, os.open in os.supports_dir_fd)
+print(repr(os.read), repr(Keeper.close))
 ''')
     traced = run_both(script)
-    assert traced.stdout == "b'\\nimpor'\nTrue True\n"
+    assert traced.stdout == ("b'\\nimpor'\nTrue True\n"
+                             "<built-in function read> <built-in function close>\n")

@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import os
 import sys
+from _functools import partial
 from _thread import _local
 from _weakref import ref
 
@@ -32,24 +33,38 @@ if TYPE_CHECKING:
 FUNCTION = type(lambda: None)
 
 
-def unbound(function: Any) -> Any:
-    """``function`` as a callable that, like a builtin, does not bind as a method.
+class Unbound(partial):
+    """A replacement of a builtin that, like the builtin, does not bind as a method.
 
     A builtin such as ``os.close`` stays a plain function when a program keeps
     it as a class attribute (``class T: _close = os.close``, as CPython's
     test_tempfile does); a Python function there would become a method and
-    get ``self`` as its first argument. The returned object's class calls
-    ``function`` directly (a ``staticmethod`` as ``__call__``: no extra frame)
-    and has no ``__get__``; it pickles by reference, by its disguised name.
+    get ``self`` as its first argument. This calls the replacement from C
+    (``partial``'s vectorcall: no extra frame, and faster than a Python
+    ``__call__``), its ``__get__`` gives itself back (``partial`` binds, or
+    warns that it will, from Python 3.13), and it pickles by reference, by its
+    disguised name. One class for every replacement: a class per patched
+    builtin cost each traced process about 6 µs each, for ~35 of them at start.
     """
-    made = getattr(function, "_distea_unbound", None)
-    if made is None:  # one object per function: set under several names, it stays one
-        kind = type(function.__name__, (), {
-            "__call__": staticmethod(function),
-            "__reduce__": lambda self: self.__qualname__,
-            "__slots__": ("__dict__", "__weakref__"),
-        })
-        made = function._distea_unbound = kind()
+
+    __slots__ = ()
+
+    def __get__(self, instance: object, owner: type | None = None) -> Unbound:
+        return self
+
+    def __reduce__(self) -> str:
+        return str(self.__qualname__)
+
+    def __repr__(self) -> str:
+        return repr(getattr(self, "__wrapped__", self.func))
+
+
+def unbound(function: Any) -> Unbound:
+    """``function`` as a callable that, like a builtin, does not bind as a method
+    (one object per function: set under several names, it stays one)."""
+    made: Unbound | None = getattr(function, "_distea_unbound", None)
+    if made is None:
+        made = function._distea_unbound = Unbound(function)
     return made
 
 
@@ -76,7 +91,7 @@ class Patches:
         original = getattr(owner, name)
         self._saved.append((owner, name, original))
         fresh = type(replacement) is FUNCTION  # a wrapper, not an object patched in already
-        if fresh and not hasattr(type(original), "__get__"):
+        if fresh and (type(original) is Unbound or not hasattr(type(original), "__get__")):
             replacement = unbound(replacement)  # a builtin, or an earlier patch of one
         setattr(owner, name, replacement)
         if fresh and replacement is not original:
