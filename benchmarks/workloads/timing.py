@@ -36,3 +36,33 @@ def read(path: str) -> float | None:
     except (OSError, ValueError):
         return None
     return values[-1] if values else None
+
+
+PHASES_ENV = "BENCH_PHASES_FILE"
+"""Where :class:`Phases` writes its marks (``benchmarks/startup_phases.py`` sets it)."""
+
+
+class Phases:
+    """Wall-clock marks of a workload's phases, written once at the end.
+
+    Kept in memory and written by :meth:`write` in one go, so that a traced
+    run records no file write between two marks.
+    """
+
+    def __init__(self, started_ns: int) -> None:
+        self.marks: list[tuple[str, int]] = [("started", started_ns)]
+
+    def __call__(self, name: str) -> None:
+        self.marks.append((name, time.time_ns()))
+
+    def write(self) -> None:
+        path = os.environ.get(PHASES_ENV)
+        if path:
+            with open(path, "w") as fh:
+                fh.writelines(f"{name} {at}\n" for name, at in self.marks)
+
+
+def read_phases(path: str) -> dict[str, int]:
+    """Mark name → wall clock (ns), from what :meth:`Phases.write` wrote."""
+    with open(path) as fh:
+        return {name: int(at) for name, at in (line.rsplit(" ", 1) for line in fh if line.strip())}

@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from benchmarks import compare
+from benchmarks import compare, startup_phases
 from benchmarks.__main__ import main
 from benchmarks.workloads import message_path
 
@@ -71,3 +71,16 @@ def test_compare_runs_a_base_commit_beside_this_checkout(
     listed = subprocess.run(["git", "worktree", "list"], capture_output=True, text=True,
                             check=True, cwd=Path(compare.__file__).parent.parent).stdout
     assert "distea-compare-" not in listed, "the base's worktree was left behind"
+
+
+def test_startup_phases_times_each_phase_of_the_pool_traced_and_untraced(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    startup_phases.main(["--rounds", "1"])
+    rows = [line.split("|") for line in capsys.readouterr().out.splitlines()
+            if line.startswith("| ")][2:]
+    assert [cells[1].strip() for cells in rows] == [
+        *(name for name, _, _ in startup_phases.PHASES), "whole command"]
+    for cells in rows:
+        untraced, traced = (float(cell.split()[0]) for cell in cells[2:4])
+        assert untraced > 0 and traced > 0, cells
