@@ -43,7 +43,7 @@ if TYPE_CHECKING:
 
 TRACER_DIR = os.path.dirname(os.path.abspath(__file__))
 PACKAGE_DIR = os.path.dirname(TRACER_DIR)
-IMAGE_FORMAT = "distea-image-1"
+IMAGE_FORMAT = "distea-image-2"
 """The first item of an image; the bootstrap hook reads only images that start with it."""
 
 
@@ -143,7 +143,7 @@ def write_image(roots: list[str], package_dir: str = PACKAGE_DIR,
     dont_write_bytecode = sys.dont_write_bytecode
     sys.dont_write_bytecode = False  # the caches too, where stale (see write_missing_caches)
     try:
-        modules = [(*entry, marshal.dumps(SourceFileLoader(entry[0], source).get_code(entry[0])))
+        modules = [(*entry, marshal.dumps(image_code(entry[0], source, SourceFileLoader)))
                    for entry, (_, source) in zip(index, order, strict=True)]
         os.makedirs(os.path.dirname(path), exist_ok=True)
         temporary = f"{path}.{os.getpid()}.tmp"
@@ -155,6 +155,76 @@ def write_image(roots: list[str], package_dir: str = PACKAGE_DIR,
     finally:
         sys.dont_write_bytecode = dont_write_bytecode
     return True
+
+
+def image_code(name: str, source: str, loader_class: Any) -> Any:
+    """The code the image holds for distea module ``name``.
+
+    The import system's code (from the bytecode cache, which this writes
+    where stale), except for the tracer's own modules: those are compiled
+    without docstrings and annotations, which no tracer code reads at run
+    time. That is a quarter less code for every traced process to unmarshal
+    and execute at its start (298 → 220 KB: 2.2 → 1.9 ms for the image's
+    modules, docs/performance.md). Line numbers stay the source's, so a
+    traceback through tracer code reads as before; ``distea`` itself, the
+    user's API, keeps its docstrings and annotations.
+    """
+    code = loader_class(name, source).get_code(name)
+    if not name.startswith("distea.tracer."):
+        return code
+    import ast
+
+    with open(source, "rb") as stream:
+        tree = ast.parse(stream.read(), source)
+    return compile(ast.fix_missing_locations(_WithoutDocsAndAnnotations().visit(tree)),
+                   source, "exec", dont_inherit=True)
+
+
+class _WithoutDocsAndAnnotations:
+    """Drops docstrings (module, class, function) and annotations (parameters, returns,
+    annotated assignments, which become plain ones) from a module's syntax tree."""
+
+    def visit(self, tree: Any) -> Any:
+        import ast
+
+        for node in ast.walk(tree):
+            if isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef):
+                node.returns = None
+                arguments = node.args
+                for argument in (*arguments.posonlyargs, *arguments.args,
+                                 *arguments.kwonlyargs, arguments.vararg, arguments.kwarg):
+                    if argument is not None:
+                        argument.annotation = None
+            if isinstance(node, ast.Module | ast.ClassDef | ast.FunctionDef
+                          | ast.AsyncFunctionDef):
+                self._drop_docstring(node)
+            for field, value in ast.iter_fields(node):
+                if isinstance(value, list) and any(isinstance(v, ast.AnnAssign) for v in value):
+                    setattr(node, field, self._plain_assignments(value))
+        return tree
+
+    @staticmethod
+    def _drop_docstring(node: Any) -> None:
+        import ast
+
+        body = node.body
+        if body and isinstance(body[0], ast.Expr) and isinstance(body[0].value, ast.Constant) \
+                and isinstance(body[0].value.value, str):
+            node.body = body[1:] or [ast.copy_location(ast.Pass(), body[0])]
+
+    @staticmethod
+    def _plain_assignments(statements: list[Any]) -> list[Any]:
+        """``x: T = v`` becomes ``x = v``; ``x: T`` goes (a ``pass`` if nothing is left)."""
+        import ast
+
+        kept = []
+        for statement in statements:
+            if not isinstance(statement, ast.AnnAssign):
+                kept.append(statement)
+            elif statement.value is not None:
+                kept.append(ast.copy_location(
+                    ast.Assign(targets=[statement.target], value=statement.value), statement))
+        return kept or [ast.copy_location(ast.Pass(), statements[0])]
 
 
 def start_up_order(roots: list[str], package_dir: str = PACKAGE_DIR) -> list[tuple[str, str]]:

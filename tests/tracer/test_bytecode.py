@@ -79,13 +79,25 @@ hook._preload_tracer([package_parent])
 sys.meta_path.remove(Spy)
 """
 DESCRIBE = """
+def functions(module):
+    found = {}
+    for value in vars(module).values():
+        for function in [value, *vars(value).values()] if isinstance(value, type) else [value]:
+            code = getattr(function, "__code__", None)
+            if type(function).__name__ == "function" and code.co_filename == module.__file__:
+                found[code.co_qualname] = [code.co_firstlineno, function.__doc__ is not None,
+                                           bool(function.__annotations__)]
+    return found
+
 def describe(name):
     module = sys.modules[name]
     spec = module.__spec__
     return {"file": module.__file__, "cached": module.__cached__, "package": module.__package__,
             "path": getattr(module, "__path__", None), "origin": spec.origin,
             "locations": spec.submodule_search_locations, "has_location": spec.has_location,
-            "loader": type(module.__loader__).__name__, "names": sorted(vars(module))}
+            "loader": type(module.__loader__).__name__,
+            "names": sorted(set(vars(module)) - {"__annotations__"}),
+            "functions": functions(module), "doc": module.__doc__ is not None}
 """
 
 
@@ -127,8 +139,20 @@ print(json.dumps({n: describe(n) for n in sys.modules if n.startswith("distea")}
         capture_output=True, text=True, check=True, cwd=parent,
         env={**os.environ, "DISTEA_CONFIG": "", "PYTHONPATH": str(parent)})
     assert preloaded["looked_up"] == []  # no module was imported before the ones it needs
-    assert preloaded["loaded"] == json.loads(normal.stdout)
+    imported = json.loads(normal.stdout)
     assert set(preloaded["loaded"]) == {name for name, _ in start_up_order(ROOTS, package)}
+    assert set(imported) == set(preloaded["loaded"])
+    for name, module in preloaded["loaded"].items():
+        # the tracer's own code comes without docstrings and annotations (bytecode.image_code);
+        # the rest as imported, line numbers included
+        stripped = name.startswith("distea.tracer.")
+        want = {**imported[name], "doc": imported[name]["doc"] and not stripped,
+                "functions": {qualname: [line, doc and not stripped, annotated and not stripped]
+                              for qualname, (line, doc, annotated)
+                              in imported[name]["functions"].items()}}
+        assert module == want, name
+    assert any(doc for _, doc, _ in imported["distea.tracer.session"]["functions"].values())
+    assert imported["distea"]["functions"]["load"][1:] == [True, True]
 
 
 def test_an_image_whose_sources_changed_or_that_is_damaged_is_not_used(tmp_path: Path) -> None:
