@@ -41,6 +41,7 @@ from distea.tracer.config import (
     START_METHOD_ENV,
     TRACER_PATH_ENV,
     TracerConfig,
+    tracer_code_id,
 )
 
 TYPE_CHECKING = False  # not typing's: nothing before the command needs typing (10 ms)
@@ -171,6 +172,22 @@ def resolve_command(command: list[str]) -> list[str]:
     return command
 
 
+def runs_python(command: list[str]) -> bool:
+    """Whether ``command`` starts a Python: a ``python*`` program, or a script whose
+    ``#!`` line names one (``torchrun``, a console script). Only a guess, for a
+    speed-up: its first process then likely runs this distea (``distea run`` prepares
+    the tracer's code for it; a process that runs another leaves nothing to chance)."""
+    program = command[0] if os.sep in command[0] else which(command[0]) or command[0]
+    if os.path.basename(program).startswith("python"):
+        return True
+    try:
+        with open(program, "rb") as stream:
+            first = stream.readline(256)
+    except OSError:
+        return False
+    return first.startswith(b"#!") and b"python" in first
+
+
 def which(name: str) -> str | None:
     """The executable ``name`` on ``PATH``, as ``shutil.which`` finds it (without
     importing shutil, which brings bz2, lzma and fnmatch's regular expressions)."""
@@ -299,6 +316,7 @@ def trace_command(command: list[str], output: StrPath | None,
     except OSError as exc:
         raise LaunchError(f"cannot start the collector at {endpoint}: {exc.strerror}",
                           2) from None
+    prepares = runs_python(command)
     config = TracerConfig(
         run_dir=os.path.realpath(run_dir),
         endpoint=endpoint,
@@ -307,6 +325,7 @@ def trace_command(command: list[str], output: StrPath | None,
         include=options.include,
         exclude=options.exclude,
         flush_timeout_ms=2000,
+        prepared=tracer_code_id() if prepares else None,
     )
     started = time.time()
     meta: dict[str, object] = {
@@ -321,12 +340,13 @@ def trace_command(command: list[str], output: StrPath | None,
         "python": sys.version.split()[0],
         "host": gethostname(),
     }
-    write_run_meta(run_dir, meta)
     collectors: list[LocalCollector] = []
     notes: list[str] = []
 
-    def start_collector() -> None:
-        """While the command starts: the collector's thread takes over the listening socket."""
+    def while_starting() -> None:
+        """While the command starts: the collector's thread takes over the listening
+        socket, run.json is written, and (for a Python command) the tracer's caches and
+        start-up image are brought up to date, which its first process then need not do."""
         try:
             from distea.localcollector import LocalCollector
 
@@ -335,13 +355,19 @@ def trace_command(command: list[str], output: StrPath | None,
             unlink_socket(endpoint)  # its children see it
             notes.append(f"cannot start the collector at {endpoint}: {exc}; "
                          "the command ran untraced")
+        write_run_meta(run_dir, meta)
+        if prepares:
+            from distea.tracer.bytecode import refresh_tracer_code
+
+            with suppress(Exception):  # a speed-up of the command's start, never a failure
+                refresh_tracer_code()
 
     status: int | None = None
     still_open: list[str] = []
     summary: dict[str, Any] = {"problems": notes, "still_open": []}
     try:
         status = run_child(command, tracer_environment(config, dict(os.environ)),
-                            start_collector)
+                            while_starting)
     finally:
         if collectors:
             collector = collectors[0]

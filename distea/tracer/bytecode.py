@@ -56,6 +56,15 @@ def tracer_sources(tracer_dir: str = TRACER_DIR) -> list[str]:
     return sources
 
 
+def refresh_tracer_code() -> None:
+    """This distea's bytecode caches and start-up image, for this Python, where missing
+    or stale. Call only while no other thread imports (see :func:`write_missing_caches`)."""
+    from distea.tracer.channels import CHANNEL_MODULES
+
+    write_missing_caches()
+    write_image(["distea.tracer.startup", *(module for module, _ in CHANNEL_MODULES)])
+
+
 def write_missing_caches(sources: list[str] | None = None) -> int:
     """Compile and cache each source whose cache is missing or stale; how many were written.
 

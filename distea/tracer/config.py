@@ -9,6 +9,7 @@ exec, shell scripts) without touching the program's arguments.
 from __future__ import annotations
 
 import os
+import sys
 
 CONFIG_ENV = "DISTEA_CONFIG"
 PARENT_TOKEN_ENV = "DISTEA_PARENT_TOKEN"
@@ -16,6 +17,14 @@ START_METHOD_ENV = "DISTEA_START_METHOD"
 TRACER_PATH_ENV = "DISTEA_TRACER_PATH"
 """A directory with only distea and msgpack, for traced Pythons that lack them (see
 :func:`distea.launcher.tracer_import_dir`); the start-up hook reads it by this name."""
+PACKAGE_DIR = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+"""This distea package's folder."""
+
+
+def tracer_code_id(package_dir: str = PACKAGE_DIR) -> str:
+    """Which tracer code a process runs: a distea package, on a Python and at an
+    optimisation level (each has bytecode caches and a start-up image of its own)."""
+    return f"{package_dir}:{sys.implementation.cache_tag}:{sys.flags.optimize}"
 
 
 class TracerConfig:
@@ -28,7 +37,7 @@ class TracerConfig:
 
     FIELDS = ("run_dir", "endpoint", "mode", "root", "include", "exclude",
               "flush_timeout_ms", "curve_server_key", "curve_public_key",
-              "curve_secret_key", "extra")
+              "curve_secret_key", "extra", "prepared")
     """In the order of the constructor's parameters."""
     __slots__ = FIELDS
 
@@ -47,15 +56,19 @@ class TracerConfig:
     curve_public_key: str | None
     curve_secret_key: str | None
     extra: dict[str, str]
+    prepared: str | None
+    """The tracer code (:func:`tracer_code_id`) whose caches and start-up image
+    ``distea run`` brings up to date itself while the command starts; the run's first
+    process that runs that code leaves them to it, and starts sooner."""
 
     def __init__(self, run_dir: str, endpoint: str, mode: str = "compact", root: str = ".",
                  include: tuple[str, ...] = (), exclude: tuple[str, ...] = (),
                  flush_timeout_ms: int = 2000, curve_server_key: str | None = None,
                  curve_public_key: str | None = None, curve_secret_key: str | None = None,
-                 extra: dict[str, str] | None = None) -> None:
+                 extra: dict[str, str] | None = None, prepared: str | None = None) -> None:
         values = (run_dir, endpoint, mode, root, include, exclude, flush_timeout_ms,
                   curve_server_key, curve_public_key, curve_secret_key,
-                  {} if extra is None else extra)
+                  {} if extra is None else extra, prepared)
         for name, value in zip(self.FIELDS, values, strict=True):
             object.__setattr__(self, name, value)
 

@@ -11,8 +11,9 @@ import _signal
 import os
 import sys
 
+from distea.tracer.channels import CHANNEL_MODULES
 from distea.tracer.channels.importhooks import IMPORT_HOOKS
-from distea.tracer.config import PARENT_TOKEN_ENV, TracerConfig
+from distea.tracer.config import PARENT_TOKEN_ENV, TracerConfig, tracer_code_id
 from distea.tracer.session import (
     FLUSHED_SIGNALS,
     WRAPPED_HANDLER,
@@ -29,15 +30,6 @@ if TYPE_CHECKING:
 
     from distea.tracer.seams import Channel
 
-CHANNEL_MODULES = (
-    ("distea.tracer.channels.processes", "ProcessChannel"),
-    ("distea.tracer.channels.pipes", "PipeChannel"),
-    ("distea.tracer.channels.files", "FileChannel"),
-    ("distea.tracer.channels.unseen", "UnseenTrafficDetector"),
-    ("distea.tracer.channels.signals", "SignalChannel"),
-)
-"""Channels installed at start-up: they patch what every process has (``os``,
-``builtins``, ``_signal``) or watch the whole process (the unseen-traffic detector)."""
 DEFERRED_CHANNELS = (
     ("socket", "distea.tracer.channels.sockets", "SocketChannel", ("ssl",)),
     ("socket", "distea.tracer.channels.datagrams", "DatagramChannel"),
@@ -168,11 +160,11 @@ def start_from_environment() -> TracerSession | None:
     if gone:
         note_untraced(config.run_dir, gone)
         return None
-    if PARENT_TOKEN_ENV not in os.environ:  # the first process of the run (bytecode.py)
-        from distea.tracer.bytecode import write_image, write_missing_caches
+    if PARENT_TOKEN_ENV not in os.environ and config.prepared != tracer_code_id():
+        # the first process of the run, when distea run does not see to it (bytecode.py)
+        from distea.tracer.bytecode import refresh_tracer_code
 
-        write_missing_caches()
-        write_image(["distea.tracer.startup", *(module for module, _ in CHANNEL_MODULES)])
+        refresh_tracer_code()
     return start(config)
 
 

@@ -12,6 +12,8 @@ from importlib.util import MAGIC_NUMBER, cache_from_source
 from pathlib import Path
 
 import distea
+from distea.launcher import runs_python
+from tests.tracing import run_traced
 
 RUN_PATH = ("__init__.py", "launcher.py", "localcollector.py", "runwriter.py", "rundir.py",
             "jsontext.py", "cli/running.py", "cli/summary.py", "cli/runfacts.py")
@@ -59,3 +61,31 @@ def test_the_first_run_leaves_caches_for_the_next(tmp_path: Path) -> None:
     second = distea_run(package, tmp_path / "run2")
     assert (second.returncode, second.stderr.count("recorded")) == (0, 1), second.stderr
 
+
+
+PROBE = "import sys; print('distea.tracer.bytecode' in sys.modules)"
+"""Whether the traced process imported the module that writes the tracer's caches and
+start-up image (it does so only to write them)."""
+
+
+def test_distea_run_prepares_the_tracers_code_for_a_python_command(tmp_path: Path) -> None:
+    """A Python command's first process leaves the tracer's caches and image to distea
+    run (which writes them while the command starts); a command that is not Python, here
+    a shell that starts Python, leaves them to the first traced process, as before."""
+    python = run_traced([sys.executable, "-c", PROBE], tmp_path, tmp_path / "r1")
+    shell = run_traced(["/bin/sh", "-c", f'"{sys.executable}" -c "{PROBE}"'], tmp_path,
+                       tmp_path / "r2")
+    assert (python.result.returncode, python.result.stdout) == (0, "False\n"), \
+        python.result.stderr
+    assert (shell.result.returncode, shell.result.stdout) == (0, "True\n"), shell.result.stderr
+    assert runs_python([sys.executable]) and not runs_python(["/bin/sh"])
+
+
+def test_runs_python_reads_the_program_name_or_its_interpreter_line(tmp_path: Path) -> None:
+    script = tmp_path / "tool"
+    script.write_text("#!/usr/bin/env python3\nprint(1)\n")
+    shell_script = tmp_path / "tool.sh"
+    shell_script.write_text("#!/bin/sh\necho 1\n")
+    assert runs_python(["python3", "app.py"]) and runs_python(["/opt/python3.13"])
+    assert runs_python([str(script)]) and not runs_python([str(shell_script)])
+    assert not runs_python(["/bin/true"]) and not runs_python([str(tmp_path / "missing")])

@@ -20,7 +20,7 @@ from distea.tracer.bytecode import (
     write_image,
     write_missing_caches,
 )
-from distea.tracer.startup import CHANNEL_MODULES
+from distea.tracer.channels import CHANNEL_MODULES
 
 
 def test_missing_and_stale_caches_are_written_fresh_ones_left(tmp_path: Path,
