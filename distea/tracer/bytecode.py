@@ -13,12 +13,16 @@ Two parts:
   first line: the modules imported at start-up get their caches;
 - modules the tracer imports later (a channel once its library is imported,
   the transport at the first flush) may be imported by any thread while the
-  program runs, when the flag must stay the program's: so the first process
-  of a run (one without a traced parent), still at start-up, writes the
-  caches that are missing or older than their source, here. Its children
-  then find them. Nothing is written where the install is read-only.
+  program runs, when the flag must stay the program's: so the caches that
+  are missing or older than their source are written here
+  (:func:`refresh_tracer_code`), once per run, before any traced process
+  needs them. ``distea run`` does it itself while a Python command starts
+  (``TracerConfig.prepared`` says for which distea, Python and optimisation
+  level); otherwise the run's first process (one without a traced parent)
+  does it, still at start-up. Nothing is written where the install is
+  read-only.
 
-That process also writes the tracer's **start-up image** (:func:`write_image`):
+The same call writes the tracer's **start-up image** (:func:`write_image`):
 the code of every module a traced process imports to start, in one file,
 in an order that executes each module after those it imports. The
 bootstrap hook reads it and executes the modules itself (``_preload_tracer``
