@@ -22,7 +22,6 @@ from __future__ import annotations
 
 import os
 import sys
-from _functools import partial
 from _thread import _local
 from _weakref import ref
 
@@ -33,21 +32,27 @@ if TYPE_CHECKING:
 FUNCTION = type(lambda: None)
 
 
-class Unbound(partial):
+class Unbound(staticmethod):
     """A replacement of a builtin that, like the builtin, does not bind as a method.
 
     A builtin such as ``os.close`` stays a plain function when a program keeps
     it as a class attribute (``class T: _close = os.close``, as CPython's
     test_tempfile does); a Python function there would become a method and
-    get ``self`` as its first argument. This calls the replacement from C
-    (``partial``'s vectorcall: no extra frame, and faster than a Python
-    ``__call__``), its ``__get__`` gives itself back (``partial`` binds, or
-    warns that it will, from Python 3.13), and it pickles by reference, by its
-    disguised name. One class for every replacement: a class per patched
-    builtin cost each traced process about 6 µs each, for ~35 of them at start.
+    get ``self`` as its first argument. A ``staticmethod`` calls its function
+    from C; this one's ``__get__`` gives the object itself back (a plain
+    ``staticmethod`` would give the bare wrapper), it shows as the builtin in
+    ``repr`` and pickles by reference, by its disguised name. One class for
+    every replacement: a class made per patched builtin cost each traced
+    process about 6 µs, for ~35 of them at start. Not a ``functools.partial``,
+    which calls sooner but is one to whoever looks (asyncio writes a handle of
+    ``os.write`` as ``write()(1, b'x')`` for a partial, ``write(1, b'x')`` for
+    the builtin).
     """
 
     __slots__ = ()
+    __wrapped__: Any = None
+    """Set to the original by :meth:`Patches.replace` (over ``staticmethod``'s read-only
+    member, which names the wrapper)."""
 
     def __get__(self, instance: object, owner: type | None = None) -> Unbound:
         return self
@@ -56,7 +61,7 @@ class Unbound(partial):
         return str(self.__qualname__)
 
     def __repr__(self) -> str:
-        return repr(getattr(self, "__wrapped__", self.func))
+        return repr(self.__wrapped__ or self.__func__)
 
 
 def unbound(function: Any) -> Unbound:
