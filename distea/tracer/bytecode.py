@@ -128,11 +128,10 @@ def write_image(roots: list[str], package_dir: str = PACKAGE_DIR,
     package, source mtime in ns, source size, marshalled code), ...])``:
     ``roots``, the distea modules they import at their top level, and the
     packages of each, every module after those it needs (:func:`start_up_order`).
-    The code is the import system's, from the bytecode cache (written first
-    where stale). The file is replaced whole, so that a process starting
-    meanwhile reads the old image or the new one. Where a source cannot be
-    read or compiled, or the image cannot be written, nothing is: the tracer
-    is imported as before.
+    The code is what :func:`image_code` gives. The file is replaced whole,
+    so that a process starting meanwhile reads the old image or the new one.
+    Where a source cannot be read or compiled, or the image cannot be
+    written, nothing is: the tracer is imported as before.
     """
     import marshal
 
@@ -173,71 +172,50 @@ def write_image(roots: list[str], package_dir: str = PACKAGE_DIR,
 def image_code(name: str, source: str, loader_class: Any) -> Any:
     """The code the image holds for distea module ``name``.
 
-    The import system's code (from the bytecode cache, which this writes
-    where stale), except for the tracer's own modules: those are compiled
-    without docstrings and annotations, which no tracer code reads at run
-    time. That is a quarter less code for every traced process to unmarshal
-    and execute at its start (298 → 220 KB: 2.2 → 1.9 ms for the image's
-    modules, docs/performance.md). Line numbers stay the source's, so a
-    traceback through tracer code reads as before; ``distea`` itself, the
-    user's API, keeps its docstrings and annotations.
+    The tracer's own modules are compiled from their source without
+    docstrings and annotations, which no tracer code reads at run time: a
+    quarter less code for every traced process to unmarshal and execute at
+    its start (298 → 223 KB: 2.2 → 1.9 ms for the image's modules,
+    docs/performance.md). Line numbers stay the source's, so a traceback
+    through tracer code reads as before. The others (``distea`` itself, the
+    user's API, keeps its docstrings and annotations) are the import
+    system's code, from their bytecode cache, which this writes where stale
+    (:func:`write_missing_caches` covers only the tracer's).
     """
-    code = loader_class(name, source).get_code(name)
     if not name.startswith("distea.tracer."):
-        return code
+        return loader_class(name, source).get_code(name)
     import ast
 
     with open(source, "rb") as stream:
         tree = ast.parse(stream.read(), source)
-    return compile(ast.fix_missing_locations(_WithoutDocsAndAnnotations().visit(tree)),
-                   source, "exec", dont_inherit=True)
-
-
-class _WithoutDocsAndAnnotations:
-    """Drops docstrings (module, class, function) and annotations (parameters, returns,
-    annotated assignments, which become plain ones) from a module's syntax tree."""
-
-    def visit(self, tree: Any) -> Any:
-        import ast
-
-        for node in ast.walk(tree):
-            if isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef):
-                node.returns = None
-                arguments = node.args
-                for argument in (*arguments.posonlyargs, *arguments.args,
-                                 *arguments.kwonlyargs, arguments.vararg, arguments.kwarg):
-                    if argument is not None:
-                        argument.annotation = None
-            if isinstance(node, ast.Module | ast.ClassDef | ast.FunctionDef
-                          | ast.AsyncFunctionDef):
-                self._drop_docstring(node)
-            for field, value in ast.iter_fields(node):
-                if isinstance(value, list) and any(isinstance(v, ast.AnnAssign) for v in value):
-                    setattr(node, field, self._plain_assignments(value))
-        return tree
-
-    @staticmethod
-    def _drop_docstring(node: Any) -> None:
-        import ast
-
-        body = node.body
-        if body and isinstance(body[0], ast.Expr) and isinstance(body[0].value, ast.Constant) \
-                and isinstance(body[0].value.value, str):
-            node.body = body[1:] or [ast.copy_location(ast.Pass(), body[0])]
-
-    @staticmethod
-    def _plain_assignments(statements: list[Any]) -> list[Any]:
-        """``x: T = v`` becomes ``x = v``; ``x: T`` goes (a ``pass`` if nothing is left)."""
-        import ast
-
-        kept = []
-        for statement in statements:
-            if not isinstance(statement, ast.AnnAssign):
-                kept.append(statement)
-            elif statement.value is not None:
-                kept.append(ast.copy_location(
-                    ast.Assign(targets=[statement.target], value=statement.value), statement))
-        return kept or [ast.copy_location(ast.Pass(), statements[0])]
+    for node in ast.walk(tree):
+        if isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef):
+            node.returns = None
+            arguments = node.args
+            for argument in (*arguments.posonlyargs, *arguments.args, *arguments.kwonlyargs,
+                             arguments.vararg, arguments.kwarg):
+                if argument is not None:
+                    argument.annotation = None
+        if isinstance(node, ast.Module | ast.ClassDef | ast.FunctionDef | ast.AsyncFunctionDef) \
+                and node.body:
+            first = node.body[0]
+            if isinstance(first, ast.Expr) and isinstance(first.value, ast.Constant) \
+                    and isinstance(first.value.value, str):  # the docstring
+                node.body = node.body[1:] or [ast.copy_location(ast.Pass(), first)]
+        for field, statements in ast.iter_fields(node):
+            if isinstance(statements, list) \
+                    and any(isinstance(s, ast.AnnAssign) for s in statements):
+                # ``x: T = v`` becomes ``x = v``; ``x: T`` goes (a ``pass`` if nothing is left)
+                plain = []
+                for statement in statements:
+                    if not isinstance(statement, ast.AnnAssign):
+                        plain.append(statement)
+                    elif statement.value is not None:
+                        plain.append(ast.copy_location(
+                            ast.Assign(targets=[statement.target], value=statement.value),
+                            statement))
+                setattr(node, field, plain or [ast.copy_location(ast.Pass(), statements[0])])
+    return compile(ast.fix_missing_locations(tree), source, "exec", dont_inherit=True)
 
 
 def start_up_order(roots: list[str], package_dir: str = PACKAGE_DIR) -> list[tuple[str, str]]:
