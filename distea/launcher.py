@@ -356,7 +356,9 @@ def trace_command(command: list[str], output: StrPath | None,
             notes.append(f"cannot start the collector at {endpoint}: {exc}; "
                          "the command ran untraced")
         write_run_meta(run_dir, meta)
-        if prepares:
+        if prepares and collectors:
+            # The only other thread here, the collector's, imports nothing in a local
+            # run: the bytecode flag this turns off for a moment is no one else's.
             from distea.tracer.bytecode import refresh_tracer_code
 
             with suppress(Exception):  # a speed-up of the command's start, never a failure
