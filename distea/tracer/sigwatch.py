@@ -46,7 +46,7 @@ from __future__ import annotations
 import _thread
 import os
 from _signal import pthread_kill, set_wakeup_fd
-from posix import read
+from posix import fstat, read  # not os's, which a program may replace or mock
 from time import monotonic
 
 TYPE_CHECKING = False  # typing costs every traced process ~5 ms at start-up
@@ -77,7 +77,7 @@ class SignalWatch:
         """Whether the handler now installed for a signal is the tracer's own."""
         self.read_fd = read_fd
         self.write_fd = write_fd
-        self.inode = os.fstat(read_fd).st_ino
+        self.inode = fstat(read_fd).st_ino
         self.main_thread = _thread.get_ident()
         self.active = True
         """False where the program's own wakeup descriptor took the place of ours."""
@@ -142,7 +142,7 @@ class SignalWatch:
             if is_ours:
                 os.close(fd)  # the other end was closed: both are made again
         self.read_fd, self.write_fd = _new_pipe(ends)
-        self.inode = os.fstat(self.read_fd).st_ino
+        self.inode = fstat(self.read_fd).st_ino
         return True
 
     def program_sets(self, fd: int, previous: int) -> int:
@@ -163,7 +163,7 @@ class SignalWatch:
         self.came = None
         self.main_thread = _thread.get_ident()
         self.read_fd, self.write_fd = _new_pipe()
-        self.inode = os.fstat(self.read_fd).st_ino
+        self.inode = fstat(self.read_fd).st_ino
         if self.active:
             previous = set_wakeup_fd(self.write_fd, warn_on_full_buffer=False)
             if previous != old_write:  # the program's, set meanwhile through _signal
@@ -213,7 +213,7 @@ def _free_numbers() -> tuple[int, int] | None:
     fd = min(HIGHEST_FD, os.sysconf("SC_OPEN_MAX")) - 1
     while len(free) < 2 and fd > LOWEST_HIGH_FD:
         try:
-            os.fstat(fd)
+            fstat(fd)
         except OSError:
             free.append(fd)
         fd -= 1
@@ -222,7 +222,7 @@ def _free_numbers() -> tuple[int, int] | None:
 
 def _is_open(fd: int) -> bool:
     try:
-        os.fstat(fd)
+        fstat(fd)
     except OSError:
         return False
     return True
@@ -230,6 +230,6 @@ def _is_open(fd: int) -> bool:
 
 def _is_pipe(fd: int, inode: int) -> bool:
     try:
-        return os.fstat(fd).st_ino == inode
+        return fstat(fd).st_ino == inode
     except OSError:
         return False

@@ -472,3 +472,49 @@ def test_readv_writev_and_splice_move_pipe_bytes(program) -> None:
     traced.assert_all_paired("pipe")
     assert "bulk.consume" in traced.impacted("bulk.produce")
     assert "bulk.consume" in traced.impacted("bulk.stage")
+
+
+MOCKED_FSTAT = r'''
+import os, tempfile
+from unittest import mock
+
+def produce():
+    return b"mocked"
+
+def consume(data):
+    return data.upper()
+
+read_end, write_end = os.pipe()
+pid = os.fork()
+if pid == 0:
+    os.close(read_end)
+    fake = mock.Mock()
+    fake.st_size = 1 << 30  # shutil's test_big_chunk: a file "bigger" than it is
+    with mock.patch("os.fstat", return_value=fake) as fstat, tempfile.TemporaryFile() as f:
+        f.write(produce())
+        f.flush()
+        sent = os.sendfile(write_end, f.fileno(), 0, 6)
+    print("child", sent, fstat.call_count, flush=True)
+    os._exit(0)
+os.close(write_end)
+os.waitpid(pid, 0)
+with mock.patch("os.fstat", side_effect=AssertionError("not for the program")) as fstat:
+    data = os.read(read_end, 100)
+print(consume(data).decode(), fstat.call_count, flush=True)
+'''
+
+
+def test_a_program_that_mocks_os_fstat_sees_none_of_the_tracers_calls(program) -> None:
+    """CPython's ``test_shutil.TestZeroCopySendfile.test_big_chunk`` mocks
+    ``os.fstat`` around ``os.sendfile``: the tracer's own ``fstat`` of the descriptors
+    met the mock and raised into the program (TypeError), and a program counting the
+    mock's calls would have counted the tracer's. The tracer's ``fstat`` is ``posix``'s:
+    the program's mocks see none of its calls, and the bytes are still recorded at
+    both ends (expected by hand: the child's 6 bytes, and its 10-byte line on stdout)."""
+    traced = run_both(program("mocked_fstat.py", MOCKED_FSTAT))
+    assert traced.stdout == "child 6 0\nMOCKED 0\n"
+    child = [e for e in traced.events("pipe", "send")
+             if traced.run.processes[e.process].start_method == "fork"]
+    assert sorted((e.start, e.end) for e in child) == [(0, 6), (0, 10)]
+    traced.assert_all_paired("pipe")
+    assert "mocked_fstat.consume" in traced.impacted("mocked_fstat.produce")

@@ -35,6 +35,7 @@ from __future__ import annotations
 import _socket
 import os
 import socket
+from posix import fstat  # not os.fstat: a program may mock that one, and see our calls
 from time import monotonic_ns
 
 from distea.tracer.channels.multiprocessing import fingerprint, socket_end_name
@@ -195,7 +196,7 @@ class DatagramChannel:
                 return None
         except OSError:
             return None
-        return socket_end_name(os.fstat(sock.fileno()).st_ino)
+        return socket_end_name(fstat(sock.fileno()).st_ino)
 
     def _prepare_send(self, sock: socket.socket, dst: Any, stamp: tuple[int, int] | None = None
                       ) -> tuple[str, str, tuple[int, int]] | None:
@@ -365,7 +366,7 @@ class DatagramChannel:
             session = channel.session
             if session is not None and not session.finished:
                 try:
-                    a, b = (socket_end_name(os.fstat(s.fileno()).st_ino) for s in pair)
+                    a, b = (socket_end_name(fstat(s.fileno()).st_ino) for s in pair)
                     session.link("socketpair", a, b)
                 except Exception:
                     session.errors += 1

@@ -50,6 +50,7 @@ import io
 import os
 import stat
 import sys
+from posix import fstat  # not os.fstat: a program may mock that one, and see our calls
 from time import monotonic_ns
 
 from distea.tracer.channels.importhooks import IMPORT_HOOKS
@@ -127,7 +128,7 @@ class FileChannel:
         return absolute
 
     def _identity(self, fd: int) -> tuple[str, os.stat_result] | None:
-        st = os.fstat(fd)
+        st = fstat(fd)
         if not stat.S_ISREG(st.st_mode):
             return None
         return f"{st.st_dev}:{st.st_ino}", st

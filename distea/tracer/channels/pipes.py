@@ -69,6 +69,7 @@ import os
 import stat
 import sys
 from _thread import get_ident
+from posix import fstat  # not os.fstat: a program may mock that one, and see our calls
 from time import monotonic_ns
 
 from distea.suppressing import suppress
@@ -152,7 +153,7 @@ class FileIO(io.FileIO):
         if self._distea_epoch == channel.epoch:
             return self._distea_target
         try:
-            st = os.fstat(self.fileno())
+            st = fstat(self.fileno())
         except (OSError, ValueError):
             return None  # closed under the file: the I/O that follows fails, as untraced
         try:
@@ -367,7 +368,7 @@ class PipeChannel:
         ino = self.fds.get(fd)
         if ino is None or ino != -1:
             try:
-                st = os.fstat(fd)
+                st = fstat(fd)
             except OSError:
                 return -1
             if stat.S_ISFIFO(st.st_mode):
@@ -496,9 +497,14 @@ class PipeChannel:
 
     def is_followed(self, fd: int) -> bool:
         """Whether reads of ``fd`` are recorded here: a pipe or a stream socket, and not
-        the descriptor of the multiprocessing call running in this thread."""
-        return self.fds.get(fd, 0) != -1 and not moved_by_multiprocessing(fd) and \
-            self.pipe_inode(fd) != -1
+        the descriptor of the multiprocessing call running in this thread. Never
+        raises: it runs in the program's call, before the call itself."""
+        try:
+            return self.fds.get(fd, 0) != -1 and not moved_by_multiprocessing(fd) and \
+                self.pipe_inode(fd) != -1
+        except Exception:
+            self.error()
+            return False
 
     def moved_in(self, session: TracerSession, fd: int, received: int, t0: int,
                  t1: int) -> None:
@@ -618,7 +624,7 @@ class PipeChannel:
             session = channel.session
             if session is not None and not session.finished and type(file) is not int:
                 try:
-                    if stat.S_ISFIFO(os.fstat(stream.fileno()).st_mode):
+                    if stat.S_ISFIFO(fstat(stream.fileno()).st_mode):
                         return over_fifo(original, stream, args, kwargs)
                 except Exception:
                     channel.error()

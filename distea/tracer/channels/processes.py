@@ -26,6 +26,7 @@ from __future__ import annotations
 import _thread
 import os
 import stat
+from posix import fstat  # not os.fstat: a program may mock that one, and see our calls
 
 from distea.tracer.channels.importhooks import IMPORT_HOOKS
 from distea.tracer.channels.patching import Patches
@@ -113,7 +114,7 @@ def _pipe_names(fds: Sequence[Any]) -> list[str | None]:
     for std, fd in enumerate(fds):
         fd = std if fd == -1 else fd
         try:
-            st = os.fstat(fd) if isinstance(fd, int) and fd >= 0 else None
+            st = fstat(fd) if isinstance(fd, int) and fd >= 0 else None
         except OSError:
             st = None
         names.append(pipe_name(st.st_ino) if st is not None and stat.S_ISFIFO(st.st_mode)

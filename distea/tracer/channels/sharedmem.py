@@ -28,6 +28,7 @@ from __future__ import annotations
 
 import os
 import weakref
+from posix import fstat  # not os.fstat: a program may mock that one, and see our calls
 from time import monotonic_ns
 from types import ModuleType
 
@@ -120,7 +121,7 @@ class SharedMemoryChannel:
                 name = f"{HOST}:shm:anon:{session.key}:{id(mapping)}"
                 path = f"anonymous shared memory of pid {os.getpid()}"
             else:
-                st = os.fstat(fd)
+                st = fstat(fd)
                 name = f"{HOST}:shm:{st.st_dev}:{st.st_ino}"
                 path = _path_of(fd, st.st_ino)
             segment = _Segment(name, {"path": path, "w": writable}, weakref.ref(mapping))

@@ -25,6 +25,7 @@ import select
 import socket
 import sys
 from _weakref import ref
+from posix import fstat  # not os.fstat: a program may mock that one, and see our calls
 from time import monotonic, monotonic_ns
 from types import ModuleType
 
@@ -135,7 +136,7 @@ def describe(sock: socket.socket, kind: str) -> _Stream | None:
                 # Both ends unnamed: a socket pair. Each end is named by its own
                 # inode, both directions; the LINK record written where the pair
                 # was created (datagrams.py) ties the two ends together.
-                name = f"{socket.gethostname()}:sock:{os.fstat(sock.fileno()).st_ino}"
+                name = f"{socket.gethostname()}:sock:{fstat(sock.fileno()).st_ino}"
                 return _Stream(kind, name, name)
             local, peer = _unix_names(sock)
         elif sock.family in (socket.AF_INET, socket.AF_INET6):

@@ -42,6 +42,7 @@ from __future__ import annotations
 
 import os
 import sys
+from posix import fstat  # not os.fstat: a program may mock that one, and see our calls
 from stat import S_ISSOCK
 from time import monotonic
 
@@ -93,7 +94,7 @@ def open_socket_inodes() -> dict[int, int]:
         return out
     for name in names:
         try:
-            st = os.fstat(int(name))
+            st = fstat(int(name))
         except OSError:
             continue
         if S_ISSOCK(st.st_mode):
@@ -378,7 +379,7 @@ class UnseenTrafficDetector:
 
     def _inode(self, fd: int) -> int | None:
         try:
-            st = os.fstat(fd)
+            st = fstat(fd)
         except OSError:
             return None
         return st.st_ino if S_ISSOCK(st.st_mode) else None

@@ -25,6 +25,7 @@ from __future__ import annotations
 import os
 import signal
 import stat
+from posix import fstat  # not os.fstat: a program may mock that one, and see our calls
 
 from distea.tracer.channels.patching import Patches
 from distea.tracer.session import TracerSession
@@ -45,9 +46,9 @@ def channel_of(fd: int) -> tuple[str, str] | None:
     from distea.tracer.channels.multiprocessing import pipe_name
     from distea.tracer.channels.sockets import describe
 
-    mode = os.fstat(fd).st_mode
+    mode = fstat(fd).st_mode
     if stat.S_ISFIFO(mode):
-        return "pipe", pipe_name(os.fstat(fd).st_ino)
+        return "pipe", pipe_name(fstat(fd).st_ino)
     if not stat.S_ISSOCK(mode):
         return None
     sock = socket.socket(fileno=os.dup(fd))  # a duplicate: closing it leaves fd open
