@@ -116,12 +116,16 @@ def program_args(argv: list[str]) -> list[str]:
     return []
 
 
-ENDING_BY_ITSELF = frozenset({"exit", "os._exit"})
-"""Final flushes of a process that is ending with its own status. SIGTERM or SIGHUP
-arriving meanwhile waits for the flush (a pool's ``terminate`` reached workers that
-were exiting, and killed them in the middle of it: their last records were lost),
-then is not acted on: untraced, the process would have been gone by then; it is the
-flush that made it late (a forkserver pool's workers exit 0 untraced)."""
+ENDING_AT_ONCE = "os._exit"
+"""The final flush of a process that ends at once, with its own status. A SIGTERM or
+SIGHUP arriving during any final flush waits for it (a pool's ``terminate`` reached
+workers that were exiting, and killed them in the middle of it: their last records
+were lost). After this one it is not acted on: untraced, the process would have been
+gone by then, and it is the flush that made it late (a forkserver pool's workers leave
+through ``os._exit`` and exit 0 untraced). After the flush at interpreter exit it is:
+untraced, it would have found the interpreter finalizing and ended it there (a spawn
+pool's terminated workers die of it), where ignoring it kept a traced worker
+finalizing for ~8 ms more, which the pool's ``join`` waited for."""
 
 
 class TracerSession:
@@ -263,7 +267,7 @@ class TracerSession:
         finally:
             self.finishing = False
             signum, self.pending_signal = self.pending_signal, None
-            if signum is not None and reason not in ENDING_BY_ITSELF:
+            if signum is not None and reason != ENDING_AT_ONCE:
                 _signal.signal(signum, _signal.SIG_DFL)  # it came while we flushed
                 _signal.raise_signal(signum)
 

@@ -205,3 +205,49 @@ def test_a_signal_during_the_final_flush_waits_for_it(program, tmp_path: Path,
     workers = [p for p in processes if p.start_method in ("spawn", "fork")]
     assert len(workers) == 2
     assert all(p.complete for p in processes), [(p.role, p.end_reason) for p in processes]
+
+
+SIGNALLED_AT_EXIT = """
+import atexit, os, signal, sys
+
+class Finalized:
+    def __del__(self):  # runs late in the interpreter's finalization, if it gets that far
+        os.write(1, b"finalized\\n")
+
+def signal_during_the_final_flush():
+    from distea.tracer.session import current
+    session = current()
+    if session is None:  # untraced: the signal comes at the same point of the exit
+        os.kill(os.getpid(), signal.SIGTERM)
+        return
+    emitter, flush = session.emitter, session.emitter.flush
+    def flush_after_the_signal(final=False, wait=False):
+        if final:
+            os.kill(os.getpid(), signal.SIGTERM)  # the tracer's handler runs inside flush
+        flush(final, wait)
+    emitter.flush = flush_after_the_signal
+
+kept = Finalized()
+atexit.register(signal_during_the_final_flush)
+print("done", flush=True)
+"""
+
+
+def test_a_signal_during_the_exit_flush_ends_the_interpreter_after_it(
+        program, tmp_path: Path) -> None:
+    """Untraced, a SIGTERM that comes while the interpreter exits ends it there (a spawn
+    pool's workers that ``terminate`` reaches as they leave die of it). Traced it came
+    inside the tracer's final flush, was put off until the flush was done, and then
+    dropped: the worker went on finalizing, ~8 ms that the pool's ``join`` waited for,
+    and exited 0. Now it is acted on once the trace is whole."""
+    script = program("signalled.py", SIGNALLED_AT_EXIT)
+
+    plain = run([PY, script.name], script.parent, None)
+    traced = run([PY, script.name], script.parent, tmp_path / "run")
+
+    assert (plain.returncode, plain.stdout) == (-signal.SIGTERM, "done\n")
+    assert (traced.returncode, traced.stdout) == (plain.returncode, plain.stdout)
+    data = load(tmp_path / "run")
+    main = next(p for p in data.processes.values() if p.argv[-1] == script.name)
+    assert main.end_reason == "exit"  # the flush the signal came in finished first
+    assert data.problems == []
