@@ -145,8 +145,10 @@ print(json.dumps({n: describe(n) for n in sys.modules if n.startswith("distea")}
     for name, module in preloaded["loaded"].items():
         # the tracer's own code comes without docstrings and annotations (bytecode.image_code);
         # the rest as imported, line numbers included
+        # (and none has ``annotations``: a ``from __future__`` import is a compiler flag there)
         stripped = name.startswith("distea.tracer.")
-        want = {**imported[name], "doc": imported[name]["doc"] and not stripped,
+        names = [n for n in imported[name]["names"] if n != "annotations"]
+        want = {**imported[name], "doc": imported[name]["doc"] and not stripped, "names": names,
                 "functions": {qualname: [line, doc and not stripped, annotated and not stripped]
                               for qualname, (line, doc, annotated)
                               in imported[name]["functions"].items()}}

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import ast
 import itertools
 import os
 import subprocess
@@ -412,6 +413,30 @@ def test_the_tracer_loads_no_module_the_program_does_not(program, tmp_path: Path
     assert traced.result.stdout == untraced.stdout, traced.result.stderr
     assert len(traced.data.processes) == 2
     assert any("lean.report" in methods for methods in traced.data.executions.values())
+
+
+TRACER_ONLY_MODULES = {"sitecustomize", "atexit", "itertools", "_collections", "_json", "_socket"}
+"""All that a traced process loads besides distea's own modules: the bootstrap hook, and
+the built-in and C modules the tracer uses itself (the config's JSON scanner, the
+collector's socket), none of them Python code to execute."""
+
+
+def test_the_tracer_loads_nothing_else_the_program_does_not(program, tmp_path: Path) -> None:
+    """Every module a traced child has loaded is one its untraced run has, one of distea's,
+    or one of ``TRACER_ONLY_MODULES``: ``__future__`` was loaded into every traced
+    process by the ``from __future__ import annotations`` of distea's modules."""
+    script = program("modules.py", """
+        import subprocess, sys
+        CHILD = "import sys; print(sorted(m for m in sys.modules if m.split('.')[0] != 'distea'))"
+        subprocess.run([sys.executable, "-c", CHILD], check=True)
+    """)
+    untraced = run_untraced([sys.executable, script.name], script.parent)
+    traced = run_traced([sys.executable, script.name], script.parent, tmp_path / "run")
+    assert untraced.returncode == traced.result.returncode == 0, traced.result.stderr
+    plain, seen = (set(ast.literal_eval(out)) for out in (untraced.stdout,
+                                                             traced.result.stdout))
+    assert seen - plain <= TRACER_ONLY_MODULES, sorted(seen - plain - TRACER_ONLY_MODULES)
+    assert plain <= seen
 
 
 def test_the_program_keeps_its_bytecode_setting(program, tmp_path: Path) -> None:

@@ -132,7 +132,7 @@ def _preload_tracer(path):
 
         with open(image, "rb") as stream:
             image_format, magic, modules = marshal.loads(stream.read())
-        if image_format != "distea-image-2" or magic != external.MAGIC_NUMBER:
+        if image_format != "distea-image-3" or magic != external.MAGIC_NUMBER:
             return
         for _, relative, _, mtime_ns, size, _ in modules:
             stat = os.stat(os.path.join(base, relative))
