@@ -53,6 +53,7 @@ import sys
 from posix import fstat  # not os.fstat: a program may mock that one, and see our calls
 from time import monotonic_ns
 
+from distea.tracer.channels import CODE_SUFFIXES
 from distea.tracer.channels.importhooks import IMPORT_HOOKS
 from distea.tracer.channels.patching import Patches
 from distea.tracer.session import TracerSession
@@ -68,7 +69,6 @@ CREATE_FLAGS = os.O_CREAT | os.O_EXCL
 """Both set: the open made a new file (it fails if the path exists)."""
 SKIPPED_PREFIXES = ("/proc/", "/dev/", "/sys/")
 SKIPPED_PARTS = ("/site-packages/", "/dist-packages/", "/__pycache__/")
-CODE_SUFFIXES = (".py", ".pyc", ".pyw")
 
 
 class FileChannel:
@@ -139,6 +139,8 @@ class FileChannel:
         channel = self
 
         def open(file: Any, mode: str = "r", *args: Any, **kwargs: Any) -> Any:
+            if type(file) is str and file.endswith(CODE_SUFFIXES):
+                return original(file, mode, *args, **kwargs)  # an import, most likely
             stream = original(file, mode, *args, **kwargs)
             by_opener = kwargs.get("opener") is not None or (len(args) > 5 and
                                                              args[5] is not None)

@@ -73,6 +73,7 @@ from posix import fstat  # not os.fstat: a program may mock that one, and see ou
 from time import monotonic_ns
 
 from distea.suppressing import suppress
+from distea.tracer.channels import CODE_SUFFIXES
 from distea.tracer.channels.patching import GUARD, Patches
 from distea.tracer.session import HOST, TracerSession
 
@@ -607,6 +608,8 @@ class PipeChannel:
 
         def open(*args: Any, **kwargs: Any) -> Any:
             file = args[0] if args else kwargs.get("file")
+            if type(file) is str and file.endswith(CODE_SUFFIXES):
+                return original(*args, **kwargs)  # an import, most likely
             if type(file) is int and fds_get(file, 0) != -1:
                 session = channel.session
                 try:
