@@ -156,8 +156,10 @@ def test_os_exit_shipped_to_a_worker_with_pickle(tmp_path: Path) -> None:
 def test_replaced_builtins_stay_builtins_to_the_program(program) -> None:
     """A builtin kept as a class attribute does not bind (CPython's test_tempfile), nor
     warns that it will, it shows as the builtin does (in ``repr``, and in asyncio's
-    account of a callback: ``functools.partial`` would show as one there), and ``os``
-    still lists what a replaced function supports (shutil's safe rmtree)."""
+    account of a callback: ``functools.partial`` would show as one there), is one to
+    ``inspect`` (CPython's test_signal checks the ``__module__`` of every routine that is
+    not a builtin) and ``os`` still lists what a replaced function supports (shutil's
+    safe rmtree)."""
     from tests.channels.support import run_both
 
     script = program("builtins_kept.py", '''
@@ -175,8 +177,11 @@ Keeper().close(fd)
 print(shutil._use_fd_functions, os.open in os.supports_dir_fd)
 print(repr(os.read), repr(Keeper.close))
 print(_format_callback(os.write, (1, b""), {}))
+import inspect, signal
+print(inspect.isbuiltin(os.read), inspect.isbuiltin(signal.set_wakeup_fd), os.read.__class__)
 ''')
     traced = run_both(script)  # the same output untraced, asyncio's line included
     assert traced.stdout.startswith("b'\\nimpor'\nTrue True\n"
                                     "<built-in function read> <built-in function close>\n"
                                     "write("), traced.stdout
+    assert traced.stdout.endswith("\nTrue True <class 'builtin_function_or_method'>\n")

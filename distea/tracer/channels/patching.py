@@ -63,6 +63,14 @@ class Unbound(staticmethod):
     def __repr__(self) -> str:
         return repr(self.__wrapped__ or self.__func__)
 
+    @property  # type: ignore[misc]  # the class it says it is, as ``unittest.mock`` does
+    def __class__(self) -> type:
+        """The original's class: ``isinstance(os.read, types.BuiltinFunctionType)`` (hence
+        ``inspect.isbuiltin``, which pydoc and CPython's test_signal ask) answers as it
+        does for the builtin. ``type()`` still tells the truth."""
+        original = self.__wrapped__
+        return type(self) if original is None else original.__class__
+
 
 def unbound(function: Any) -> Unbound:
     """``function`` as a callable that, like a builtin, does not bind as a method
