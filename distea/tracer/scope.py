@@ -18,6 +18,8 @@ from __future__ import annotations
 
 import os
 import sys
+from posix import lstat  # not os.lstat: a program may mock that one, and see our calls
+from stat import S_ISLNK
 
 import distea
 
@@ -41,6 +43,14 @@ def _environment_dirs() -> tuple[str, ...]:
                 if "site-packages" in p or "dist-packages" in p or p.endswith("lib-dynload"))
     dirs.add(os.path.dirname(os.path.abspath(distea.__file__)))
     return tuple(sorted({os.path.realpath(d) + os.sep for d in dirs if d}))
+
+
+def _is_link(path: str) -> bool:
+    """``os.path.islink``: False where the path cannot be looked at."""
+    try:
+        return S_ISLNK(lstat(path).st_mode)
+    except (OSError, ValueError):
+        return False
 
 
 class Scope:
@@ -88,12 +98,25 @@ class Scope:
         imported after the tracer starts costs one ``lstat`` instead of one per
         path component (a pool worker imports ~40 of multiprocessing's files)."""
         directory, name = os.path.split(filename)
-        if not os.path.isabs(directory) or os.path.islink(filename):
+        if not directory.startswith("/") or _is_link(filename):
             return os.path.realpath(filename)  # relative: the working directory may change
         real = self._real_dirs.get(directory)
         if real is None:
-            real = self._real_dirs[directory] = os.path.realpath(directory)
+            real = self._real_dirs[directory] = self._real_dir(directory)
         return os.path.join(real, name)
+
+    def _real_dir(self, directory: str) -> str:
+        """A directory below one resolved already is that one's resolution and its own
+        name, when it is not a link itself: one ``lstat`` (0.9 µs) instead of a
+        ``realpath``, which looks at every component from ``/`` (13 µs for a directory of
+        the standard library), for each new directory a process runs code from
+        (``collections``, ``multiprocessing``, ``email``, distea's own)."""
+        parent, name = os.path.split(directory)
+        real_parent = self._real_dirs.get(parent)
+        if real_parent is not None and name not in ("", ".", "..") \
+                and not _is_link(directory):
+            return os.path.join(real_parent, name)
+        return os.path.realpath(directory)
 
     @staticmethod
     def _matches(patterns: tuple[str, ...], module: str, path: str) -> bool:

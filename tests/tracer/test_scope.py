@@ -73,11 +73,19 @@ def test_a_file_is_resolved_as_realpath_resolves_it(tmp_path: Path) -> None:
     (root / "linked").symlink_to(outside / "lib")  # a directory linked out of the project
     (root / "pkg" / "alias.py").symlink_to(outside / "lib" / "far.py")  # a file linked out
     (outside / "lib" / "back.py").symlink_to(root / "pkg" / "own.py")  # a file linked in
+    # below a directory resolved already: a real one, one linked out, and one below that
+    (root / "pkg" / "real").mkdir()
+    (root / "pkg" / "out").symlink_to(outside / "lib")
+    (outside / "lib" / "deeper").mkdir()
+    for path in (root / "pkg" / "real" / "sub.py", outside / "lib" / "deeper" / "low.py"):
+        path.write_text("")
     scope = Scope(str(root))
     files = [root / "pkg" / "own.py", root / "pkg" / "alias.py", root / "linked" / "far.py",
-             outside / "lib" / "back.py", outside / "lib" / "far.py"]
+             outside / "lib" / "back.py", outside / "lib" / "far.py",
+             root / "pkg" / "real" / "sub.py", root / "pkg" / "out" / "far.py",
+             root / "pkg" / "out" / "deeper" / "low.py", root / "pkg" / "gone.py"]
     for path in files * 2:  # the second time from the directory cache
         resolved = scope._real_path(str(path))
         assert resolved == os.path.realpath(path), path
     assert [scope._classify(str(path)) is not None for path in files] == [
-        True, False, False, True, False]
+        True, False, False, True, False, True, False, False, True]
