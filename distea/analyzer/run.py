@@ -126,8 +126,12 @@ class Run:
                        + ", ".join(names[:6]) + (" …" if len(names) > 6 else "") + "): what "
                        "they do inside is not observed; traffic through a server among them "
                        "is ordered as a relay")
+        traced_pids = {info.pid: key for key, info in self.processes.items()}
         for child in self.data.untraced:
             if child.reason.startswith(NOT_PYTHON):
+                continue
+            if not child.parent and child.pid in traced_pids:  # a traced process's own note
+                out.append(f"{self.label(traced_pids[child.pid])}: {child.reason}")
                 continue
             parent = self.label(child.parent) if child.parent else "the command"
             out.append(f"child {child.pid} ({' '.join(child.argv)[:100]}) of {parent} "

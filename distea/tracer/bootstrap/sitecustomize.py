@@ -73,6 +73,13 @@ def _start():
     if sys.version_info < (3, 12):
         _note_untraced("Python %d.%d has no sys.monitoring (needs 3.12+)" % sys.version_info[:2])
         return
+    if not _is_main_interpreter():
+        # A subinterpreter imports site too. A second tracer there, in the same process,
+        # left its idle flusher's thread running when the subinterpreter ended, and the
+        # interpreter aborted (CPython's test_importlib; _interpreters.destroy).
+        _note_untraced("code ran in a subinterpreter of this process: only each process's "
+                       "main interpreter is traced, so what that code did is not observed")
+        return
     # The tracer's modules get their bytecode cached even where the program's
     # environment says not to (PYTHONDONTWRITEBYTECODE, -B: containers, CI):
     # else every traced process compiled them from source again, ~100 ms. The
@@ -83,6 +90,12 @@ def _start():
         _start_tracer()
     finally:
         sys.dont_write_bytecode = dont_write_bytecode
+
+
+def _is_main_interpreter():
+    import _thread
+
+    return getattr(_thread, "_is_main_interpreter", lambda: True)()
 
 
 def _start_tracer():
