@@ -39,3 +39,28 @@ def test_garbage_cycles_of_the_program_are_finalized_at_exit_as_untraced(
     plain = run_untraced([PY, script.name], script.parent, timeout=60)
     assert traced.result.stdout == plain.stdout
     assert plain.stdout.count("finalized") == 4
+
+
+def test_a_finalizer_that_prints_after_the_modules_are_cleared_prints_as_untraced(
+        program, tmp_path: Path) -> None:
+    """CPython's ``test_builtin.ShutdownTest.test_cleanup``: a module kept alive past
+    the interpreter's module clean-up (``builtins`` and ``sys`` hold it) prints from a
+    finalizer at the very end. Its standard output is a pipe, which the pipe channel's
+    raw layer stands over to the end; that layer called ``io.FileIO.write`` through its
+    module's globals, gone (``None``) by then: ``AttributeError``, nothing printed."""
+    script = program("late.py", """
+        import builtins, sys
+        class Late:
+            def __del__(self):
+                print("before")
+                len(())
+                print("after")
+        late = Late()
+        builtins.here = sys.modules[__name__]
+        sys.here = sys.modules[__name__]
+        here = sys.modules[__name__]
+    """)
+    traced = run_traced([PY, script.name], script.parent, tmp_path / "run", timeout=60)
+    plain = run_untraced([PY, script.name], script.parent, timeout=60)
+    assert plain.stdout.splitlines() == ["before", "after"], plain.stderr
+    assert (traced.result.stdout, traced.result.stderr) == (plain.stdout, plain.stderr)

@@ -134,7 +134,11 @@ class FileIO(io.FileIO):
     The buffered and text layers above call these methods (``readinto`` to
     fill a read buffer, ``readall`` for ``read()``, ``write`` at a flush),
     so one record stands for one system call, whatever the program asked
-    of the layers above. Once the tracer has finished, it only does the I/O.
+    of the layers above. Once the tracer has finished, it only does the I/O,
+    naming no module global (``super()`` finds the class through its cell):
+    the standard streams stay over this class to the interpreter's last
+    flush and to the finalizers that print after it, when this module's
+    globals may be gone (``None``; CPython's ``test_builtin.test_cleanup``).
 
     The pipe behind the descriptor is looked up once and kept with the
     channel's descriptor epoch: any ``os.close``/``dup2``/new descriptor
@@ -190,25 +194,34 @@ class FileIO(io.FileIO):
                 channel.error()
 
     def read(self, size: int | None = -1) -> bytes:
+        channel = self._distea_channel
+        if channel is None or channel.session is None or channel.session.finished:
+            return super().read(size)
         self._distea_before_read()
         t0 = monotonic_ns()
-        data = io.FileIO.read(self, size)
+        data = super().read(size)
         if data:
             self._distea_received(len(data), t0, monotonic_ns())
         return data
 
     def readall(self) -> bytes:
+        channel = self._distea_channel
+        if channel is None or channel.session is None or channel.session.finished:
+            return super().readall()
         self._distea_before_read()
         t0 = monotonic_ns()
-        data = io.FileIO.readall(self)
+        data = super().readall()
         if data:
             self._distea_received(len(data), t0, monotonic_ns())
         return data
 
     def readinto(self, buffer: Any) -> int | None:
+        channel = self._distea_channel
+        if channel is None or channel.session is None or channel.session.finished:
+            return super().readinto(buffer)
         self._distea_before_read()
         t0 = monotonic_ns()
-        size = io.FileIO.readinto(self, buffer)
+        size = super().readinto(buffer)
         if size:
             self._distea_received(size, t0, monotonic_ns())
         return size
@@ -217,17 +230,17 @@ class FileIO(io.FileIO):
         channel = self._distea_channel
         session = channel.session if channel is not None else None
         if channel is None or session is None or session.finished:
-            return io.FileIO.write(self, data)
+            return super().write(data)
         if self._distea_epoch == channel.epoch:
             counts = self._distea_target
         else:
             counts = self._distea_counts(channel)  # guards itself
         if counts is None:
-            return io.FileIO.write(self, data)
+            return super().write(data)
         if not isinstance(counts, _Counts):  # a socket's stream
             target = channel.sending_on(self.fileno())
             t0 = monotonic_ns()
-            written = io.FileIO.write(self, data)
+            written = super().write(data)
             if target is not None and written:
                 channel.moved_out(target, written, t0, monotonic_ns())
             return written
