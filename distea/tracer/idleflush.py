@@ -157,7 +157,7 @@ class IdleFlusher:
                     try:
                         session.signal_watch.check()
                     except Exception:
-                        session.errors += 1
+                        session.tracer_error()
                 if not (pending or dirty):
                     continue
                 if time.monotonic() - emitter.last_flush < INTERVAL_S:
@@ -165,7 +165,7 @@ class IdleFlusher:
                 try:
                     session.flush_idle()
                 except Exception:
-                    session.errors += 1
+                    session.tracer_error()
         finally:
             gone.release()
 

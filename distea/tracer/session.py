@@ -97,6 +97,35 @@ def describe_role(argv: list[str], rank: int | None, world_size: int | None) -> 
 OPTIONS_WITH_VALUE = ("-W", "-X", "--check-hash-based-pycs")
 
 
+def raised_by_a_signal_handler(exc: BaseException) -> bool:
+    """Whether ``exc`` came out of a Python signal handler, the program's or a wrapper of it.
+
+    CPython runs a handler in the main thread between two bytecodes of whatever
+    runs there, tracer code included. What the handler raises (``signal.alarm``
+    with a handler that raises ``TimeoutError`` is a common time-out) belongs to
+    the program, and a tracer guard that caught it as a failure of its own kept
+    it from the program: CPython's ``test_io`` ``check_reentrant_write`` looped
+    for ever traced. Looked up only when a guard has caught something.
+    """
+    codes = set()
+    for signum in _signal.valid_signals():
+        try:
+            handler = _signal.getsignal(signum)
+        except (OSError, ValueError):
+            continue
+        function = getattr(handler, "func", handler)  # functools.partial
+        function = getattr(function, "__func__", function)  # a bound method
+        code = getattr(function, "__code__", None)
+        if code is not None:
+            codes.add(code)
+    traceback = exc.__traceback__
+    while traceback is not None:
+        if traceback.tb_frame.f_code in codes:
+            return True
+        traceback = traceback.tb_next
+    return False
+
+
 def program_args(argv: list[str]) -> list[str]:
     """The interpreter's arguments without its own options (``-B``, ``-X dev``, ...):
     from ``-c``/``-m`` or the script on."""
@@ -286,14 +315,14 @@ class TracerSession:
             self.emitter.flush(final=True)
             self.emitter.close()
         except Exception:
-            self.errors += 1
+            self.tracer_error()
         if self.emitter.dropped or self.emitter.undelivered:
             self._write_lost_note(reason)
         for channel in reversed(self.channels):
             try:
                 channel.uninstall()
             except Exception:
-                self.errors += 1
+                self.tracer_error()
 
     def _emit_lasts_and_stats(self) -> None:
         for record in self.monitor.drain_lasts():
@@ -344,7 +373,7 @@ class TracerSession:
                 json.dump(note, stream)
             os.replace(tmp, path)
         except Exception:
-            self.errors += 1
+            self.tracer_error()
 
     # -- fork ----------------------------------------------------------------------
 
@@ -384,7 +413,7 @@ class TracerSession:
             self._emit_lasts_and_stats()
             self.emitter.suspend()
         except Exception:
-            self.errors += 1
+            self.tracer_error()
 
     def _after_fork_in_parent(self) -> None:
         if self.finished:
@@ -394,7 +423,7 @@ class TracerSession:
             self.emitter.resume()
             self._due[0] = 0.0  # the next message event restarts the idle flusher
         except Exception:
-            self.errors += 1
+            self.tracer_error()
 
     def _after_fork_in_child(self) -> None:
         if self.finished:
@@ -419,7 +448,7 @@ class TracerSession:
                 self.signal_watch.reset_after_fork()
             self.flusher.reset_after_fork()
         except Exception:
-            self.errors += 1
+            self.tracer_error()
 
     # -- events used by channels -----------------------------------------------
 
@@ -545,7 +574,7 @@ class TracerSession:
             if emitter.pending:
                 emitter.flush()
         except Exception:
-            self.errors += 1
+            self.tracer_error()
 
     def service_if_due(self) -> None:
         """What a new message record would have triggered (a due flush, periodic
@@ -570,7 +599,7 @@ class TracerSession:
                 emitter.flush()
             self._due[0] = min(self._next_periodic, emitter.last_flush + FLUSH_INTERVAL_S)
         except Exception:
-            self.errors += 1
+            self.tracer_error()
 
     def link(self, kind: str, end_a: str, end_b: str) -> None:
         """Two channel ends that are one pipe or socket pair."""
@@ -608,14 +637,26 @@ class TracerSession:
             try:
                 audit(reason)
             except Exception:
-                self.errors += 1
+                self.tracer_error()
 
     def guarded(self, action: Callable[[], None]) -> None:
         """Run tracer work from inside user code: count a failure, never raise."""
         try:
             action()
         except Exception:
-            self.errors += 1
+            self.tracer_error()
+
+    def tracer_error(self) -> None:
+        """Count a failure of tracer code, caught before it reached the program.
+
+        Called from the ``except`` block that caught it: an exception that a
+        signal handler of the program raised while tracer code ran is the
+        program's, and goes on to it (re-raised, as if the guard were not there).
+        """
+        caught = sys.exception()
+        if caught is not None and raised_by_a_signal_handler(caught):
+            raise  # the exception the caller is handling
+        self.errors += 1
 
 
 _current: TracerSession | None = None

@@ -117,7 +117,7 @@ class DeferredChannel:
                 session.channels.remove(self)
                 session.channels.append(self)
         except Exception:
-            session.errors += 1
+            session.tracer_error()
 
     def uninstall(self) -> None:
         if self.channel is not None:

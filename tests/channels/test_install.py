@@ -41,6 +41,9 @@ class StubSession:
         self.config = types.SimpleNamespace(run_dir="")
         self.blocking_check_at = 0.0
 
+    def tracer_error(self) -> None:
+        self.errors += 1
+
     def stamp(self) -> tuple[int, int]:
         return 0, -1
 

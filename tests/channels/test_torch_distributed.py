@@ -126,6 +126,9 @@ class FakeSession:
         self.errors = 0
         self.finished = False
 
+    def tracer_error(self) -> None:
+        self.errors += 1
+
     def send(self, kind: str, channel: str, start: int, end: int,
              meta: dict[str, Any] | None = None) -> None:
         self.records.append(("send", channel, start, meta))

@@ -40,6 +40,9 @@ class FakeSession:
         self.flushes = 0
         self.signal_watch = None  # no flush-then-die handler to watch (sigwatch.py)
 
+    def tracer_error(self) -> None:
+        self.errors += 1
+
     def flush_idle(self) -> None:
         self.flushes += 1
         self.emitter.pending.clear()

@@ -135,7 +135,7 @@ class AsyncioBoundaryChannel:
                     flow.received = end = start + memoryview(data).nbytes
                     record_recv(flow.kind, flow.incoming, start, end, None)
             except Exception:
-                session.errors += 1
+                session.tracer_error()
             data_received(protocol, data)
 
         def flow_of(writer: Any) -> _Stream | None:
@@ -147,7 +147,7 @@ class AsyncioBoundaryChannel:
                 if flow is not None and not writer._transport.is_closing():
                     return flow
             except Exception:
-                session.errors += 1
+                session.tracer_error()
             return None
 
         def sent(flow: _Stream, data: Any, taken: tuple[int, int]) -> None:
@@ -158,7 +158,7 @@ class AsyncioBoundaryChannel:
                     flow.sent = end = start + count
                     record_send(flow.kind, flow.outgoing, start, end, None, taken)
             except Exception:
-                session.errors += 1
+                session.tracer_error()
 
         def stream_write(writer: Any, data: Any) -> None:
             flow = flow_of(writer)
@@ -216,7 +216,7 @@ class AsyncioBoundaryChannel:
             try:
                 upgrade(protocol, transport)
             except Exception:
-                session.errors += 1
+                session.tracer_error()
             return await original(loop, transport, protocol, *args, **kwargs)
 
         start_tls.__wrapped__ = original  # type: ignore[attr-defined]
@@ -248,7 +248,7 @@ class AsyncioBoundaryChannel:
             try:
                 channel._watch_protocol(protocol)
             except Exception:
-                channel.session.errors += 1
+                channel.session.tracer_error()
             return protocol
 
         return make_protocol
@@ -282,7 +282,7 @@ class AsyncioBoundaryChannel:
             try:
                 new_flow(protocol_ref(), transport)
             except Exception:
-                session.errors += 1
+                session.tracer_error()
             connection_made(transport)
 
         def count(data: Any) -> None:
@@ -294,7 +294,7 @@ class AsyncioBoundaryChannel:
                     flow.received = end = start + nbytes
                     record_recv(flow.kind, flow.incoming, start, end, None)
             except Exception:
-                session.errors += 1
+                session.tracer_error()
 
         if buffered:
             buffer_updated = protocol.buffer_updated
@@ -341,7 +341,7 @@ class AsyncioBoundaryChannel:
                 if not seen_by_sockets(transport):
                     transports.append(transport.get_extra_info("socket"))
             except Exception:
-                session.errors += 1
+                session.tracer_error()
             connection_made(transport)
 
         def received(data: Any, addr: Any) -> None:
@@ -349,7 +349,7 @@ class AsyncioBoundaryChannel:
                 try:
                     datagrams._record_recv(transports[0], data, addr)
                 except Exception:
-                    session.errors += 1
+                    session.tracer_error()
             datagram_received(data, addr)
 
         protocol.connection_made = made
@@ -382,7 +382,7 @@ class AsyncioBoundaryChannel:
                                      PARENT_TOKEN_ENV: token}
                     protocol_factory = watch(protocol_factory)
             except Exception:
-                session.errors += 1
+                session.tracer_error()
             return await original(loop, protocol_factory, *args, **kwargs)
 
         method.__wrapped__ = original  # type: ignore[attr-defined]
@@ -412,7 +412,7 @@ class AsyncioBoundaryChannel:
                 protocol.connection_made = made
                 protocol.process_exited = exited
             except Exception:
-                session.errors += 1
+                session.tracer_error()
             return protocol
 
         return make_protocol

@@ -353,7 +353,7 @@ class DatagramChannel:
 
     def _error(self) -> None:
         if self.session is not None:
-            self.session.errors += 1
+            self.session.tracer_error()
 
     # -- socket pairs ---------------------------------------------------------------
 
@@ -369,7 +369,7 @@ class DatagramChannel:
                     a, b = (socket_end_name(fstat(s.fileno()).st_ino) for s in pair)
                     session.link("socketpair", a, b)
                 except Exception:
-                    session.errors += 1
+                    session.tracer_error()
             return pair
 
         socketpair.__wrapped__ = original  # type: ignore[attr-defined]

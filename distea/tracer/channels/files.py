@@ -106,7 +106,7 @@ class FileChannel:
         try:
             record(*args)
         except Exception:
-            session.errors += 1
+            session.tracer_error()
 
     # -- what is a program file --------------------------------------------------
 
@@ -217,7 +217,7 @@ class FileChannel:
                 meta["size"], meta["mtime"] = st.st_size, st.st_mtime_ns
             session.send(KIND, name, 0, 1, meta)
         except Exception:
-            session.errors += 1
+            session.tracer_error()
 
     # -- os.open / os.close ---------------------------------------------------------------
 
@@ -306,7 +306,7 @@ class FileChannel:
                                 "trunc": True,
                                 "size": st.st_size, "mtime": st.st_mtime_ns})
                 except Exception:
-                    session.errors += 1
+                    session.tracer_error()
             return result
 
         self.patches.replace(torch, "save", saved)

@@ -218,14 +218,14 @@ class GrpcChannel:
             try:
                 stamp = stamp_of()
             except Exception:
-                session.errors += 1
+                session.tracer_error()
             data = message if serializer is None else serializer(message)
             if stamp is not None:
                 try:
                     n = next(index)
                     send(KIND, name, n, n + 1, {"fp": fingerprint(data)}, stamp)
                 except Exception:
-                    session.errors += 1
+                    session.tracer_error()
             return data
 
         if serializer is not None:
@@ -245,7 +245,7 @@ class GrpcChannel:
                 n = next(index)
                 recv(KIND, name, n, n + 1, {"fp": fingerprint(data)})
             except Exception:
-                session.errors += 1
+                session.tracer_error()
             return message
 
         if deserializer is not None:
@@ -254,7 +254,7 @@ class GrpcChannel:
 
     def _error(self) -> None:
         if self.session is not None:
-            self.session.errors += 1
+            self.session.tracer_error()
 
 
 class TracedGenericHandler:

@@ -155,7 +155,7 @@ class SyncChannel:
                     lock.release = channel._release(lock, lock.release)
             except Exception:
                 if channel.session is not None:
-                    channel.session.errors += 1
+                    channel.session.tracer_error()
 
         self.patches.replace(cls, "_make_methods", _make_methods)
 
@@ -242,7 +242,7 @@ class SyncChannel:
             try:
                 session.before_blocking()
             except Exception:
-                session.errors += 1
+                session.tracer_error()
 
     def _received(self, name: str) -> None:
         session = self.session
@@ -251,7 +251,7 @@ class SyncChannel:
         try:
             session.recv(KIND, name, 0, 1, {"t": monotonic_ns()})
         except Exception:
-            session.errors += 1
+            session.tracer_error()
 
     def _sending(self) -> tuple[tuple[int, int], int] | None:
         """Stamp and time of a release, taken before the semaphore is posted."""
@@ -262,7 +262,7 @@ class SyncChannel:
             t = monotonic_ns()  # before the clock is taken: no later than the event's clock
             return session.stamp(), t
         except Exception:
-            session.errors += 1
+            session.tracer_error()
             return None
 
     def _sent(self, name: str, sent: tuple[tuple[int, int], int] | None) -> None:
@@ -272,4 +272,4 @@ class SyncChannel:
         try:
             session.send(KIND, name, 0, 1, {"t": sent[1]}, stamp=sent[0])
         except Exception:
-            session.errors += 1
+            session.tracer_error()

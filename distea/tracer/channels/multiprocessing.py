@@ -212,7 +212,7 @@ class MultiprocessingChannel:
                 if ends is not None:
                     reserved = session.stamp()
             except Exception:
-                session.errors += 1
+                session.tracer_error()
             local.in_mp_call = conn  # truthy; the pipe channel skips its descriptor only
             t0 = monotonic_ns()
             try:
@@ -231,7 +231,7 @@ class MultiprocessingChannel:
                         meta["t"] = [t0, t1]
                     session.send(KIND, ends.outgoing, index, index + 1, meta, stamp=reserved)
                 except Exception:
-                    session.errors += 1
+                    session.tracer_error()
 
         _send_bytes.__wrapped__ = original  # type: ignore[attr-defined]
         self.patches.replace(cls, "_send_bytes", _send_bytes)
@@ -248,7 +248,7 @@ class MultiprocessingChannel:
             try:
                 session.before_blocking()  # the program may wait here: records leave first
             except Exception:
-                session.errors += 1
+                session.tracer_error()
             local.in_mp_call = conn  # truthy; the pipe channel skips its descriptor only
             t0 = monotonic_ns()
             try:
@@ -269,7 +269,7 @@ class MultiprocessingChannel:
                         ends.incoming = ends.connection_name(ends.incoming, meta["fp"])
                     session.recv(KIND, ends.incoming, index, index + 1, meta)
             except Exception:
-                session.errors += 1
+                session.tracer_error()
             return result
 
         _recv_bytes.__wrapped__ = original  # type: ignore[attr-defined]

@@ -307,7 +307,7 @@ class PipeChannel:
 
     def error(self) -> None:
         if self.session is not None:
-            self.session.errors += 1
+            self.session.tracer_error()
 
     def counts_of(self, ino: int) -> _Counts:
         counts = self.pipes.get(ino)

@@ -260,7 +260,7 @@ class ProcessChannel:
             else:
                 pid = original(args, executable_list, close_fds, pass_fds, cwd, env, *rest)
             if failed and self.session is not None:
-                self.session.errors += 1
+                self.session.tracer_error()
             self._note_not_python(pid, args, variables.get(PARENT_TOKEN_ENV),
                                   [rest[k] for k in STD_FDS_AT if k < len(rest)])
             return pid
@@ -283,7 +283,7 @@ class ProcessChannel:
                                  f"{NOT_PYTHON} ({os.path.basename(args[0])})", extra)
         except Exception:
             if session is not None:
-                session.errors += 1
+                session.tracer_error()
 
     def _wrap_system(self, original: Any) -> Any:
         """``os.system`` runs ``/bin/sh -c COMMAND`` from C, with the process's own
@@ -299,7 +299,7 @@ class ProcessChannel:
                 command, token = channel._with_token(command)
             except Exception:
                 if channel.session is not None:
-                    channel.session.errors += 1
+                    channel.session.tracer_error()
             status = original(command)
             session = channel.session
             if token is not None and session is not None and not session.finished:
@@ -349,7 +349,7 @@ class ProcessChannel:
                     env = {**env, **tracing_variables(env), **variables}
             except Exception:
                 if self.session is not None:
-                    self.session.errors += 1
+                    self.session.tracer_error()
             if variables and env is None:
                 pid = inheriting(variables, original, path, argv, None, *args, **kwargs)
             else:
@@ -376,7 +376,7 @@ class ProcessChannel:
                         os.environ[START_METHOD_ENV] = "exec"
                     session.finish("exec")
                 except Exception:
-                    session.errors += 1
+                    session.tracer_error()
             return original(path, args, *env_args)
 
         return execv

@@ -137,7 +137,7 @@ class RayChannel:
                 try:
                     stamp = session.stamp()
                 except Exception:
-                    session.errors += 1
+                    session.tracer_error()
                 local.submitting = True
                 try:
                     result = original(*args, **kwargs)
@@ -148,7 +148,7 @@ class RayChannel:
                         channel._record_submission(session, ids_of(result), args, kwargs,
                                                    stamp)
                     except Exception:
-                        session.errors += 1
+                        session.tracer_error()
                 return result
 
             _remote.__wrapped__ = original  # type: ignore[attr-defined]
@@ -189,7 +189,7 @@ class RayChannel:
                 return traced
             except Exception:
                 if channel.session is not None:
-                    channel.session.errors += 1
+                    channel.session.tracer_error()
                 return info
 
         get_execution_info.__wrapped__ = original  # type: ignore[attr-defined]
@@ -208,7 +208,7 @@ class RayChannel:
                 if task_id is not None:
                     session.recv(KIND, f"{task_id}>", 0, 1)
             except Exception:
-                session.errors += 1
+                session.tracer_error()
             try:
                 result = function(*args, **kwargs)
             except BaseException:
@@ -244,7 +244,7 @@ class RayChannel:
             session.send(KIND, f"{task_id}<", 0, 1)
             session.flush_idle()
         except Exception:
-            session.errors += 1
+            session.tracer_error()
 
     # -- results ------------------------------------------------------------------
 
@@ -263,7 +263,7 @@ class RayChannel:
                 if isinstance(ref, object_ref):
                     recv(KIND, f"{ref.task_id().hex()}<", 0, 1)
         except Exception:
-            session.errors += 1
+            session.tracer_error()
 
     def _getter(self, original: Any) -> Any:
         channel = self
@@ -287,7 +287,7 @@ class RayChannel:
                                                  timeout=0)[0]
         except Exception:
             if self.session is not None:
-                self.session.errors += 1
+                self.session.tracer_error()
             return
         self._received(refs)
 
@@ -300,7 +300,7 @@ class RayChannel:
                 channel._received(result[0])
             except Exception:
                 if channel.session is not None:
-                    channel.session.errors += 1
+                    channel.session.tracer_error()
             return result
 
         wait.__wrapped__ = original  # type: ignore[attr-defined]

@@ -131,7 +131,7 @@ class SharedMemoryChannel:
                 self._fork_hook = True
                 os.register_at_fork(after_in_child=self._after_fork_in_child)
         except Exception:
-            session.errors += 1
+            session.tracer_error()
 
     def _attach(self, segment: _Segment) -> None:
         session = self.session
@@ -153,7 +153,7 @@ class SharedMemoryChannel:
             for segment in live:
                 self._attach(segment)
         except Exception:
-            session.errors += 1
+            session.tracer_error()
 
 
 def _path_of(fd: int, inode: int) -> str:

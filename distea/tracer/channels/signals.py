@@ -169,7 +169,7 @@ class SignalChannel:
             session.recv(KIND, signal_channel(signum), 0, 1,
                          {"t": monotonic_ns(), "pid": os.getpid(), "pgid": os.getpgrp()})
         except Exception:
-            session.errors += 1
+            session.tracer_error()
 
     def _signal(self) -> Any:
         channel = self
@@ -182,7 +182,7 @@ class SignalChannel:
                 try:
                     installed = channel._wrapper(signalnum, handler)
                 except Exception:
-                    session.errors += 1
+                    session.tracer_error()
             previous = channel._original_signal(signalnum, installed)
             if installed is handler:
                 channel.wrapped.pop(int(signalnum), None)
@@ -219,7 +219,7 @@ class SignalChannel:
             session.send(KIND, signal_channel(signum), 0, 1,
                          {"t": monotonic_ns(), "call": call, **target()})
         except Exception:
-            session.errors += 1
+            session.tracer_error()
 
     def _kill(self, original: Any) -> Any:
         channel = self

@@ -210,7 +210,7 @@ class SocketChannel:
                 try:
                     cache.pop(sock.fileno(), None)
                 except Exception:
-                    session.errors += 1
+                    session.tracer_error()
 
         for attribute in ("__name__", "__qualname__", "__doc__"):
             setattr(__init__, attribute, getattr(original, attribute))
@@ -427,7 +427,7 @@ class SocketChannel:
                         handshaken[key] = (stream.outgoing, ref(
                             sock, lambda _: handshaken.pop(key, None)))
                 except Exception:
-                    session.errors += 1
+                    session.tracer_error()
             return original(sock, *args, **kwargs)
 
         do_handshake.__wrapped__ = original  # type: ignore[attr-defined]
@@ -460,14 +460,14 @@ class SocketChannel:
                 try:  # TLS ciphertext: its plaintext is recorded (counted for the detector)
                     stream.sent += counted(data, result)
                 except Exception:
-                    session.errors += 1
+                    session.tracer_error()
                 return result
             first = stream is UNKNOWN
             if first and describe_ahead is not None:
                 try:
                     stream = describe_ahead(sock, kind)
                 except Exception:
-                    session.errors += 1
+                    session.tracer_error()
             # before the bytes leave: a reader's later receive must not look earlier
             t = monotonic_ns() if first or (stream is not None and stream.timed) else 0
             taken = stamp()
@@ -494,7 +494,7 @@ class SocketChannel:
                 elif not ssl_layer and channel.datagrams is not None:
                     channel.datagrams.sent(sock, name, data, args, result, taken)
             except Exception:
-                session.errors += 1
+                session.tracer_error()
             return result
 
         send.__wrapped__ = original  # type: ignore[attr-defined]
@@ -529,7 +529,7 @@ class SocketChannel:
                 try:
                     stream = describe_ahead(sock, kind)
                 except Exception:
-                    session.errors += 1
+                    session.tracer_error()
             result = original(sock, *args, **kwargs)
             try:
                 if stream is UNKNOWN:
@@ -560,7 +560,7 @@ class SocketChannel:
                 elif not ssl_layer and channel.datagrams is not None:
                     channel.datagrams.received(sock, name, args, result, peek)
             except Exception:
-                session.errors += 1
+                session.tracer_error()
             return result
 
         recv.__wrapped__ = original  # type: ignore[attr-defined]

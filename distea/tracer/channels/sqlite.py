@@ -71,7 +71,7 @@ class SqliteChannel:
                 channel.note(database_path(database, bool(uri)))
             except Exception:
                 if channel.session is not None:
-                    channel.session.errors += 1
+                    channel.session.tracer_error()
             return connection
 
         return connect

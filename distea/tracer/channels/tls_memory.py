@@ -62,7 +62,7 @@ class MemoryTls:
                 if not isinstance(transport, tls_transport):
                     tie(protocol._sslobj, transport)
             except Exception:
-                session.errors += 1
+                session.tracer_error()
             return original(protocol, transport)
 
         connection_made.__wrapped__ = original  # type: ignore[attr-defined]

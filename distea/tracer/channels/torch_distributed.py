@@ -205,7 +205,7 @@ class TorchDistributedChannel:
             self.patch_module(module)
         except Exception:
             if self.session is not None:
-                self.session.errors += 1
+                self.session.tracer_error()
 
     def _on_rpc_import(self, module: ModuleType) -> None:
         if self.session is None or self.session.finished:
@@ -554,7 +554,7 @@ class TorchDistributedChannel:
 
     def _error(self) -> None:
         if self.session is not None:
-            self.session.errors += 1
+            self.session.tracer_error()
 
     def group_name(self, group: Any) -> str:
         """The same name for one group in every rank."""

@@ -238,7 +238,7 @@ class UnseenTrafficDetector:
                             sock.family in (socket.AF_INET, socket.AF_INET6):
                         detector.check_closing(sock)
                 except Exception:
-                    session.errors += 1
+                    session.tracer_error()
             return original(sock, *args, **kwargs)
 
         _real_close.__wrapped__ = original  # type: ignore[attr-defined]
@@ -440,4 +440,4 @@ def _before_fork() -> None:
             try:
                 detector.before_fork()
             except Exception:
-                session.errors += 1
+                session.tracer_error()

@@ -80,14 +80,14 @@ class WakeupChannel:
                 try:  # the tracer's own pipe stays out of the program's sight (sigwatch.py)
                     result = watch.program_sets(fd, result)
                 except Exception:
-                    session.errors += 1
+                    session.tracer_error()
             try:
                 if isinstance(fd, int) and fd >= 0:
                     channel.mark(fd)
                 else:
                     channel.marked = None
             except Exception:
-                session.errors += 1
+                session.tracer_error()
             return result
 
         self.patches.replace(signal, "set_wakeup_fd", set_wakeup_fd)

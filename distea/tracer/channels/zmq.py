@@ -300,7 +300,7 @@ class ZmqChannel:
 
     def _error(self) -> None:
         if self.session is not None:
-            self.session.errors += 1
+            self.session.tracer_error()
 
     # -- endpoints ----------------------------------------------------------------
 
