@@ -185,3 +185,24 @@ print(inspect.isbuiltin(os.read), inspect.isbuiltin(signal.set_wakeup_fd), os.re
                                     "<built-in function read> <built-in function close>\n"
                                     "write("), traced.stdout
     assert traced.stdout.endswith("\nTrue True <class 'builtin_function_or_method'>\n")
+
+
+def test_a_replaced_mmap_shows_as_the_c_type(program) -> None:
+    """The shared-memory channel's ``mmap`` subclass is the C type to ``repr`` (CPython's
+    ``test_mmap.test_repr`` matched ``<mmap.mmap closed=...``; the subclass read
+    ``<mmap closed=...``), and a program's own subclass keeps its own name."""
+    from tests.channels.support import run_both
+
+    script = program("mapped.py", '''
+import mmap
+class Mine(mmap.mmap):
+    pass
+m, own = mmap.mmap(-1, 64), Mine(-1, 64)
+print(repr(m).split(" length")[0], repr(own).split(" length")[0])
+m.close()
+print(repr(m))
+''')
+    traced = run_both(script)  # the same output untraced
+    assert traced.stdout == ("<mmap.mmap closed=False, access=ACCESS_DEFAULT, "
+                             "<Mine closed=False, access=ACCESS_DEFAULT,\n"
+                             "<mmap.mmap closed=True>\n")

@@ -102,6 +102,14 @@ class SharedMemoryChannel:
                 channel._mapped(module, mapping, fileno, args, kwargs)
                 return mapping
 
+            def __repr__(self) -> str:
+                # the C repr names the type by its name, "mmap.mmap" for the C type, "mmap"
+                # for this class (a program's subclass is named as untraced)
+                text: str = base.__repr__(self)
+                if type(self) is mmap and text.startswith("<mmap "):
+                    return "<mmap.mmap " + text[len("<mmap "):]
+                return text
+
         mmap.__module__ = base.__module__
         mmap.__qualname__ = base.__qualname__
         mmap.__doc__ = base.__doc__
