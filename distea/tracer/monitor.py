@@ -311,15 +311,22 @@ class Monitor:
             return None
 
         def unwinding(code: CodeType, offset: int, exc: BaseException) -> None:
-            # Global and never disabled (CPython forbids DISABLE here).
-            state = states_get(id(code))
-            if type(state) is code_state and state.last >= 0:
-                now = clock.value
-                if state.last != now:
-                    state.last = now
-                    if not state.dirty:
-                        state.dirty = True
-                        dirty_append(state)
+            # Global and never disabled (CPython forbids DISABLE here). A frame that
+            # unwinds a RecursionError is at the limit, and a call from here may fail with
+            # one too, which would replace the program's, this frame last in its traceback
+            # (CPython's test_traceback): let it pass. The frames below, of the same code,
+            # are marked as they unwind.
+            try:
+                state = states_get(id(code))
+                if type(state) is code_state and state.last >= 0:
+                    now = clock.value
+                    if state.last != now:
+                        state.last = now
+                        if not state.dirty:
+                            state.dirty = True
+                            dirty_append(state)
+            except RecursionError:
+                pass
 
         return {
             EVENTS.PY_START: started,
