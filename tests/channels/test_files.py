@@ -376,3 +376,36 @@ def test_an_open_that_creates_or_truncates_starts_a_new_content(
     # the named file's one write, recorded at its stream's close under its own path
     assert writes[-1].meta and writes[-1].meta["size"] == 5
     assert writes[-1].meta["path"] == reads[-1].meta["path"]  # type: ignore[index]
+
+
+GENERATED = '''
+import pathlib, subprocess, sys
+
+def generate():
+    return "VALUE = 42\\n"
+
+def write(folder):
+    with open(folder / "generated.py", "w") as f:  # code another process will import
+        f.write(generate())
+
+if __name__ == "__main__":
+    folder = pathlib.Path(sys.argv[0]).resolve().parent
+    write(folder)
+    subprocess.run([sys.executable, "-c", "import generated; print(generated.VALUE)"],
+                   cwd=folder, check=True)
+    with open(__file__) as f:  # reading code says nothing
+        f.read()
+'''
+
+
+def test_code_written_for_another_process_to_import_is_a_problem(
+        program: Callable[[str, str], Path]) -> None:
+    """A generator writes a module that a child imports. Imports are not recorded (the
+    import system reads code through ``open`` too, at every import), so the edge from
+    ``generate`` to the child cannot be drawn; it was skipped without a word. The
+    writer's process now says so once; reading code, as imports do, says nothing."""
+    traced = run_both(program("generator.py", GENERATED))
+    assert traced.stdout == "42\n"
+    said = [p for p in traced.run.problems if "wrote Python code" in p]
+    assert len(said) == 1 and "generated.py" in said[0], traced.run.problems
+    assert said[0].startswith("generator.py (pid ")

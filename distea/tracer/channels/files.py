@@ -71,6 +71,11 @@ SKIPPED_PREFIXES = ("/proc/", "/dev/", "/sys/")
 SKIPPED_PARTS = ("/site-packages/", "/dist-packages/", "/__pycache__/")
 
 
+def _writes(mode: Any) -> bool:
+    """Whether an ``open`` mode can write."""
+    return isinstance(mode, str) and any(letter in mode for letter in "wax+")
+
+
 class FileChannel:
     """Patches ``open``, ``io.open``, ``os.open``/``os.close`` and ``torch.save``."""
 
@@ -80,6 +85,8 @@ class FileChannel:
         self.skipped: tuple[str, ...] = SKIPPED_PREFIXES
         self.writing_fds: dict[int, tuple[str, str, int, bool]] = {}
         """fd from ``os.open`` → (channel, path, open time, truncated): sends at ``os.close``."""
+        self.wrote_code = False
+        """Whether this process has opened a Python code file for writing (said once)."""
 
     def install(self, session: TracerSession) -> None:
         self.session = session
@@ -110,8 +117,14 @@ class FileChannel:
 
     # -- what is a program file --------------------------------------------------
 
-    def _path_of(self, file: Any) -> str | None:
-        """The path to record for ``file`` (what ``open`` was given), or None to skip it."""
+    def _path_of(self, file: Any, writing: bool = False) -> str | None:
+        """The path to record for ``file`` (what ``open`` was given), or None to skip it.
+
+        Python code is skipped: the import system reads it through ``_io.open``
+        too, at every import. A program that writes code (a generator whose
+        output another process imports) hands data on that way unseen: that is
+        said, once a process (``writing``: the open can write).
+        """
         if isinstance(file, int):
             return None  # an fd: os.open saw it already (or it is a pipe or socket)
         try:
@@ -121,7 +134,13 @@ class FileChannel:
         if isinstance(path, bytes):
             path = os.fsdecode(path)
         if path.endswith(CODE_SUFFIXES):
-            return None  # code, not data: also what importlib's open_code reads through _io.open
+            if writing and self.session is not None and not self.wrote_code:
+                self.wrote_code = True
+                self.session.say_unseen(
+                    f"wrote Python code ({path}, perhaps more): imports are not recorded, "
+                    "so a process that imports code written in the run is not shown "
+                    "reading it")
+            return None
         absolute = path if path.startswith("/") else os.path.join(os.getcwd(), path)
         if absolute.startswith(self.skipped) or any(p in absolute for p in SKIPPED_PARTS):
             return None
@@ -140,6 +159,8 @@ class FileChannel:
 
         def open(file: Any, mode: str = "r", *args: Any, **kwargs: Any) -> Any:
             if type(file) is str and file.endswith(CODE_SUFFIXES):
+                if mode != "rb" and mode != "r":  # not an import
+                    channel._guarded(channel._path_of, file, _writes(mode))
                 return original(file, mode, *args, **kwargs)  # an import, most likely
             stream = original(file, mode, *args, **kwargs)
             by_opener = kwargs.get("opener") is not None or (len(args) > 5 and
@@ -164,8 +185,10 @@ class FileChannel:
             elif entry is not None:
                 self.writing_fds[file] = entry
             return
-        path = self._path_of(file)
-        if path is None or not isinstance(mode, str):
+        if not isinstance(mode, str):
+            return
+        path = self._path_of(file, _writes(mode))
+        if path is None:
             return
         known = self._identity(stream.fileno())
         if known is None:
@@ -176,7 +199,7 @@ class FileChannel:
         emptied = "w" in mode or "x" in mode  # truncated, or created (fails if it exists)
         if "r" in mode or "+" in mode:
             self._recv(name, path, st, emptied)
-        if "w" in mode or "a" in mode or "x" in mode or "+" in mode:
+        if _writes(mode):
             self._send_at_close(stream, name, path, monotonic_ns(), emptied)
 
     def _send_at_close(self, stream: Any, name: str, path: str, opened: int,
@@ -233,7 +256,7 @@ class FileChannel:
         return open
 
     def _os_opened(self, fd: int, file: Any, flags: int) -> None:
-        path = self._path_of(file)
+        path = self._path_of(file, bool(flags & WRITE_FLAGS))
         if path is None:
             return
         known = self._identity(fd)
