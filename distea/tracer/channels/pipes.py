@@ -185,19 +185,20 @@ class FileIO(io.FileIO):
         except Exception:
             channel.error()
 
-    def _distea_before_read(self) -> None:
-        channel = self._distea_channel
-        if channel is not None and channel.session is not None:
-            try:
-                channel.session.before_blocking()  # a pipe read may wait
-            except Exception:
-                channel.error()
-
-    def read(self, size: int | None = -1) -> bytes:
+    def _distea_before_read(self) -> bool:
+        """Whether the read is to be recorded (the tracer still runs); flushes first."""
         channel = self._distea_channel
         if channel is None or channel.session is None or channel.session.finished:
+            return False
+        try:
+            channel.session.before_blocking()  # a pipe read may wait
+        except Exception:
+            channel.error()
+        return True
+
+    def read(self, size: int | None = -1) -> bytes:
+        if not self._distea_before_read():
             return super().read(size)
-        self._distea_before_read()
         t0 = monotonic_ns()
         data = super().read(size)
         if data:
@@ -205,10 +206,8 @@ class FileIO(io.FileIO):
         return data
 
     def readall(self) -> bytes:
-        channel = self._distea_channel
-        if channel is None or channel.session is None or channel.session.finished:
+        if not self._distea_before_read():
             return super().readall()
-        self._distea_before_read()
         t0 = monotonic_ns()
         data = super().readall()
         if data:
@@ -216,10 +215,8 @@ class FileIO(io.FileIO):
         return data
 
     def readinto(self, buffer: Any) -> int | None:
-        channel = self._distea_channel
-        if channel is None or channel.session is None or channel.session.finished:
+        if not self._distea_before_read():
             return super().readinto(buffer)
-        self._distea_before_read()
         t0 = monotonic_ns()
         size = super().readinto(buffer)
         if size:

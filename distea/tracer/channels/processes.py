@@ -37,7 +37,7 @@ from distea.tracer.config import (
     START_METHOD_ENV,
     TRACER_PATH_ENV,
 )
-from distea.tracer.session import HOST, TracerSession
+from distea.tracer.session import ENDING_AT_ONCE, HOST, TracerSession
 from distea.wire import NOT_PYTHON
 
 TYPE_CHECKING = False  # typing costs every traced process ~5 ms at start-up
@@ -396,7 +396,7 @@ class ProcessChannel:
     def _wrap_exit(self, original: Any) -> Any:
         def _exit(status: int) -> None:
             if self.session is not None:
-                self.session.finish("os._exit")
+                self.session.finish(ENDING_AT_ONCE)
             original(status)
 
         return _exit
